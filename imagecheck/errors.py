@@ -1,0 +1,82 @@
+"""The exceptions imagecheck raises.
+
+A *missing* image is an answer, not a failure: it is a :class:`~imagecheck.result.CheckResult`
+with ``Status.MISSING``, never an exception. Exceptions are for the cases where no answer
+could be had, or where the input was wrong before any answer was asked for::
+
+    ImagecheckError
+    ├── UsageError                 bad input; nothing was sent to any registry (exit 2)
+    │   ├── InvalidReferenceError  an image reference that breaks the grammar
+    │   └── CredentialsError       a config file, secret or helper that cannot be used
+    └── RegistryError              the registry could not give an answer (exit 4)
+        ├── TransientError         worth another try: connection errors, 408/429/5xx
+        ├── AuthenticationError    the registry or its token service refused the credentials
+        ├── ProtocolError          the registry answered something that breaks the protocol
+        └── DeadlineExceeded       the run's deadline ended the check
+
+Only ``RegistryError.temporary`` decides whether a failure is retried (see ``retry.py``).
+"""
+
+from __future__ import annotations
+
+
+class ImagecheckError(Exception):
+    """Base of every error imagecheck raises on purpose."""
+
+
+class UsageError(ImagecheckError):
+    """The input was wrong: an option, a file, a reference. Nothing was sent."""
+
+
+class InvalidReferenceError(UsageError, ValueError):
+    """An image reference that does not follow the Docker/OCI reference grammar."""
+
+    def __init__(self, reference: str, reason: str) -> None:
+        super().__init__(f"invalid reference {reference!r}: {reason}")
+        self.reference = reference
+        self.reason = reason
+
+
+class CredentialsError(UsageError):
+    """A credential source that exists but cannot be used (bad JSON, bad base64, ...)."""
+
+
+class RegistryError(ImagecheckError):
+    """The registry could not be asked, or did not give a usable answer."""
+
+    temporary: bool = False
+
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class TransientError(RegistryError):
+    """A failure that may pass: connection trouble, timeouts, 408, 429 and 5xx answers.
+
+    ``retry_after`` is the delay in seconds the registry asked for, when it said one.
+    """
+
+    temporary = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, status_code=status_code)
+        self.retry_after = retry_after
+
+
+class AuthenticationError(RegistryError):
+    """The token service or registry refused the credentials we presented."""
+
+
+class ProtocolError(RegistryError):
+    """The registry broke the distribution protocol (bad challenge, digest mismatch, ...)."""
+
+
+class DeadlineExceeded(RegistryError):
+    """The run's deadline passed before the registry answered."""
