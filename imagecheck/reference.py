@@ -1,0 +1,362 @@
+"""Image references: parsed once, into an immutable value.
+
+The grammar is the one Docker, containerd and the Distribution registry share
+(https://github.com/distribution/reference/blob/main/reference.go)::
+
+    reference  := name [ ":" tag ] [ "@" digest ]
+    name       := [ domain "/" ] path-component [ "/" path-component ]*
+    domain     := host [ ":" port ]          host: DNS labels, IPv4, or "[" IPv6 "]"
+    path-component := [a-z0-9]+ ( ( "." | "_" | "__" | "-"+ ) [a-z0-9]+ )*
+    tag        := [A-Za-z0-9_] [A-Za-z0-9_.-]{0,127}
+
+and the digest is the OCI one
+(https://github.com/opencontainers/image-spec/blob/main/descriptor.md#digests)::
+
+    digest     := algorithm ":" encoded
+    algorithm  := [a-z0-9]+ ( [+._-] [a-z0-9]+ )*
+    encoded    := [a-zA-Z0-9=_-]+
+
+Docker Hub normalisation follows ``ParseNormalizedNamed``
+(https://github.com/distribution/reference/blob/main/normalize.go): a reference
+without a registry, or with ``docker.io`` / ``index.docker.io`` /
+``registry-1.docker.io``, lives on ``docker.io``; a one-component Hub repository
+is an official image under ``library/``; no tag and no digest means ``latest``.
+
+``Reference.__post_init__`` validates every field, so a value changed with
+``dataclasses.replace`` is checked exactly as a parsed one is.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import dataclass
+
+from imagecheck.errors import InvalidReferenceError
+
+__all__ = ["DEFAULT_TAG", "DOCKER_HUB", "DOCKER_HUB_API_HOST", "Reference", "parse_reference"]
+
+DOCKER_HUB = "docker.io"
+# docker.io is the name users see; the registry API itself answers on registry-1.
+DOCKER_HUB_API_HOST = "registry-1.docker.io"
+DEFAULT_TAG = "latest"
+
+_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
+_NAME_MAX = 255  # distribution's NameTotalLengthMax
+_TAG_MAX = 128
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_DOMAIN_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")  # also covers dotted IPv4
+# distribution only allows hex digits and colons inside the brackets: no zone
+# identifiers ("%eth0") and no embedded IPv4 ("::ffff:1.2.3.4").
+_IPV6_CHARS = re.compile(r"[0-9A-Fa-f:]+")
+_PORT = re.compile(r"[0-9]{1,5}")
+_PATH_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_ALGORITHM = re.compile(r"[a-z0-9]+(?:[+._-][a-z0-9]+)*")
+_ENCODED = re.compile(r"[A-Za-z0-9=_-]+")
+_LOWER_HEX = re.compile(r"[0-9a-f]+")
+# A bare image ID; Docker refuses it as a name because it is ambiguous.
+_IMAGE_ID = re.compile(r"[0-9a-f]{64}")
+
+# Algorithms registered in the OCI image-spec, with the exact length of their
+# lowercase-hex encoding. Anything else only has to follow the generic
+# ``encoded`` grammar: the spec allows other algorithms, and whether a registry
+# supports one is for the registry to answer, not for the parser to guess.
+_REGISTERED_DIGESTS = {"sha256": 64, "sha512": 128, "blake3": 64}
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A validated image reference; build it with :func:`parse_reference`.
+
+    Constructing one directly validates the fields but does not normalise them
+    (no ``library/`` prefix, no Hub alias folding): that is the parser's job.
+    """
+
+    registry: str
+    repository: str
+    tag: str | None
+    digest: str | None
+
+    def __post_init__(self) -> None:
+        reason = _field_problem(self)
+        if reason is not None:
+            raise InvalidReferenceError(str(self), reason)
+
+    @property
+    def is_docker_hub(self) -> bool:
+        return self.registry.lower() in _HUB_ALIASES
+
+    @property
+    def api_host(self) -> str:
+        """The ``host[:port]`` to send HTTP requests to."""
+        return DOCKER_HUB_API_HOST if self.is_docker_hub else self.registry
+
+    @property
+    def hostname(self) -> str:
+        """The registry host without port, IPv6 brackets removed."""
+        host, _ = _split_port(self.registry)
+        return host[1:-1] if host.startswith("[") else host
+
+    @property
+    def port(self) -> int | None:
+        _, port = _split_port(self.registry)
+        return None if port is None else int(port)
+
+    @property
+    def identifier(self) -> str:
+        """What goes in ``/v2/<name>/manifests/<identifier>``: the digest wins over the tag."""
+        # __post_init__ guarantees at least one of the two is set.
+        return self.digest if self.digest is not None else str(self.tag)
+
+    @property
+    def name(self) -> str:
+        return f"{self.registry}/{self.repository}"
+
+    def __str__(self) -> str:
+        text = self.name
+        if self.tag is not None:
+            text += f":{self.tag}"
+        if self.digest is not None:
+            text += f"@{self.digest}"
+        return text
+
+
+def parse_reference(text: str) -> Reference:
+    """Parse ``text`` into a normalised :class:`Reference`.
+
+    Raises :class:`InvalidReferenceError` with a one-line reason for any input
+    outside the grammar.
+    """
+    reason = _text_problem(text)
+    if reason is not None:
+        raise InvalidReferenceError(text, reason)
+    rest, digest = _split_digest(text)
+    name, tag = _split_tag(rest)
+    reason = _name_shape_problem(name)
+    if reason is not None:
+        raise InvalidReferenceError(text, reason)
+    registry, repository = _normalize(*_split_registry(name))
+    if tag is None and digest is None:
+        tag = DEFAULT_TAG
+    try:
+        return Reference(registry, repository, tag, digest)
+    except InvalidReferenceError as exc:
+        # Report the text the user gave, not the normalised form.
+        raise InvalidReferenceError(text, exc.reason) from None
+
+
+# --- splitting the text ------------------------------------------------------
+
+
+def _text_problem(text: str) -> str | None:
+    """Problems visible before splitting: the usual copy-and-paste mistakes."""
+    if not text:
+        return "empty reference"
+    if any(char.isspace() for char in text):
+        return "whitespace is not allowed (check for spaces or a newline pasted with it)"
+    if "://" in text:
+        return "a scheme such as https:// is not part of an image reference"
+    if _IMAGE_ID.fullmatch(text):
+        return "a 64-character hex string is an image ID, not a reference"
+    if text.count("@") > 1:
+        return "only one '@' is allowed, before the digest"
+    return None
+
+
+def _split_digest(text: str) -> tuple[str, str | None]:
+    rest, at, digest = text.partition("@")
+    return rest, (digest if at else None)
+
+
+def _split_tag(rest: str) -> tuple[str, str | None]:
+    """Split off ``:tag``; only a colon after the last slash starts a tag.
+
+    A colon before it belongs to the registry port. Like Docker, a bare
+    ``localhost:5000`` is therefore the Hub image ``localhost`` tagged ``5000``.
+    """
+    colon = rest.find(":", rest.rfind("/") + 1)
+    if colon == -1:
+        return rest, None
+    return rest[:colon], rest[colon + 1 :]
+
+
+def _name_shape_problem(name: str) -> str | None:
+    if not name:
+        return "missing repository name"
+    if name.startswith("/"):
+        return "repository name must not start with a slash"
+    if name.endswith("/"):
+        return "repository name must not end with a slash"
+    if name.startswith("[") and "/" not in name:
+        return "a registry must be followed by /repository, e.g. [::1]:5000/app"
+    return None
+
+
+def _split_registry(name: str) -> tuple[str | None, str]:
+    """Split off the registry, if the first component is one.
+
+    It is a registry when it has a "." or a ":" or is exactly "localhost";
+    otherwise the whole name is a Docker Hub repository. (distribution also
+    treats an uppercase first component as a registry; we do not, so that
+    "MyOrg/app" gets the clearer uppercase error instead of a lookup of host
+    "MyOrg".)
+    """
+    first, slash, remainder = name.partition("/")
+    if slash and (first == "localhost" or "." in first or ":" in first):
+        return first, remainder
+    return None, name
+
+
+def _normalize(registry: str | None, path: str) -> tuple[str, str]:
+    if registry is not None and registry.lower() not in _HUB_ALIASES:
+        return registry, path
+    # Docker Hub: official images live under library/.
+    if "/" not in path:
+        path = f"library/{path}"
+    return DOCKER_HUB, path
+
+
+# --- validating the fields ---------------------------------------------------
+
+
+def _field_problem(ref: Reference) -> str | None:
+    """The first problem with a Reference's fields, or None."""
+    if ref.tag is None and ref.digest is None:
+        return "a reference needs a tag or a digest"
+    return (
+        _registry_problem(ref.registry)
+        or _name_length_problem(ref.name)
+        or _repository_problem(ref.repository)
+        or (None if ref.tag is None else _tag_problem(ref.tag))
+        or (None if ref.digest is None else _digest_problem(ref.digest))
+    )
+
+
+def _split_port(registry: str) -> tuple[str, str | None]:
+    """Split ``host[:port]``; an IPv6 host keeps its brackets.
+
+    Never fails: malformed input comes back in a shape the host check rejects.
+    """
+    if registry.startswith("["):
+        end = registry.find("]")
+        host, rest = registry[: end + 1], registry[end + 1 :]
+        if end == -1 or not rest:
+            return registry, None
+        return (host, rest[1:]) if rest.startswith(":") else (registry, None)
+    if registry.count(":") > 1:
+        return registry, None  # an unbracketed IPv6 address
+    host, colon, port = registry.partition(":")
+    return host, (port if colon else None)
+
+
+def _registry_problem(registry: str) -> str | None:
+    host, port = _split_port(registry)
+    if port is not None and (not _PORT.fullmatch(port) or not 1 <= int(port) <= 65535):
+        return f"invalid port {_quote(port)}: must be a number from 1 to 65535"
+    return _host_problem(host)
+
+
+def _host_problem(host: str) -> str | None:
+    if host.startswith("["):
+        return _ipv6_problem(host)
+    if ":" in host:
+        return (
+            f"invalid registry host {_quote(host)}: more than one ':' "
+            "(an IPv6 address must be in brackets, e.g. [::1]:5000)"
+        )
+    if not _DOMAIN_NAME.fullmatch(host):
+        return (
+            f"invalid registry host {_quote(host)}: use dot-separated labels of letters, "
+            "digits and inner hyphens"
+        )
+    return None
+
+
+def _ipv6_problem(host: str) -> str | None:
+    inner = host[1:-1]
+    if host.endswith("]") and _IPV6_CHARS.fullmatch(inner):
+        try:
+            ipaddress.IPv6Address(inner)
+        except ValueError:
+            pass
+        else:
+            return None
+    return (
+        f"invalid IPv6 registry host {_quote(host)}: expected e.g. [::1] or [::1]:5000 "
+        "(no zone IDs, no embedded IPv4)"
+    )
+
+
+def _name_length_problem(name: str) -> str | None:
+    # Measured on the normalised name (docker.io/library/... included), as
+    # distribution's ParseNormalizedNamed does.
+    if len(name) > _NAME_MAX:
+        return f"repository name is longer than {_NAME_MAX} characters"
+    return None
+
+
+def _repository_problem(repository: str) -> str | None:
+    if not repository:
+        return "missing repository name"
+    if repository != repository.lower():
+        return "uppercase letters are not allowed in repository names"
+    for component in repository.split("/"):
+        if not component:
+            return "empty path component (two slashes in a row?)"
+        if not _PATH_COMPONENT.fullmatch(component):
+            return (
+                f"invalid path component {_quote(component)}: use lowercase letters and "
+                "digits, joined by single '.', '_' or '__', or by dashes"
+            )
+    return None
+
+
+def _tag_problem(tag: str) -> str | None:
+    if not tag:
+        return "empty tag after ':'"
+    if len(tag) > _TAG_MAX:
+        return f"tag is longer than {_TAG_MAX} characters"
+    if not _TAG.fullmatch(tag):
+        if ":" in tag:
+            return f"invalid tag {_quote(tag)}: a digest goes after '@', not ':'"
+        return (
+            f"invalid tag {_quote(tag)}: use letters, digits, '_', '.' and '-', "
+            "not starting with '.' or '-'"
+        )
+    return None
+
+
+def _digest_problem(digest: str) -> str | None:
+    if not digest:
+        return "empty digest after '@'"
+    algorithm, colon, encoded = digest.partition(":")
+    if not (algorithm and colon and encoded):
+        return f"invalid digest {_quote(digest)}: expected algorithm:encoded, e.g. sha256:<hex>"
+    if not _ALGORITHM.fullmatch(algorithm):
+        return (
+            f"invalid digest {_quote(digest)}: the algorithm must be lowercase letters and "
+            "digits, joined by '+', '.', '_' or '-'"
+        )
+    length = _REGISTERED_DIGESTS.get(algorithm)
+    if length is not None:
+        if len(encoded) != length or not _LOWER_HEX.fullmatch(encoded):
+            return (
+                f"invalid digest {_quote(digest)}: {algorithm} digests are {length} "
+                "lowercase hex characters"
+            )
+    elif not _ENCODED.fullmatch(encoded):
+        return (
+            f"invalid digest {_quote(digest)}: the encoded part may use only letters, "
+            "digits, '=', '_' and '-'"
+        )
+    return None
+
+
+def _quote(value: str, limit: int = 80) -> str:
+    """Double-quote a value for a one-line message, shortening long ones."""
+    if len(value) > limit:
+        value = value[: limit - 3] + "..."
+    return json.dumps(value, ensure_ascii=False)
