@@ -1,0 +1,351 @@
+"""Answering a registry's challenge: Basic, or the Bearer token exchange.
+
+The handshake, step by step (distribution token spec, docs/spec/auth/token.md):
+
+1. ``client.py`` pings ``GET /v2/`` once per registry. A 401 carries ``WWW-Authenticate``:
+   ``Basic realm=...`` or ``Bearer realm=<token URL>,service=<name>``.
+2. For Basic, every request carries ``Authorization: Basic ...`` (when we have credentials).
+3. For Bearer, we ask the realm for a token for ``scope=repository:<name>:pull``:
+   ``GET realm?service=..&scope=..`` anonymously or with Basic credentials, or, for an
+   identity (refresh) token, the OAuth2 ``POST`` (docs/spec/auth/oauth.md), falling back to
+   the ``GET`` when the realm answers 404/405 (not every token server speaks OAuth2).
+   The answer's ``token`` (or ``access_token``) is cached per (realm, service, scope,
+   credentials) until ``expires_in`` (default 60 s) runs out, and one fetch is shared by every
+   concurrent request that needs it.
+4. A 401 on a *cached* token means it went stale early: fetch a fresh one, once. A 401 on a
+   fresh token means these credentials are not enough: try the next candidate credentials (as
+   the kubelet tries each matching pull secret), and give the last answer back otherwise.
+
+Credentials only ever go to the registry host and its token realm; httpx drops
+``Authorization`` itself when a redirect leaves the origin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ipaddress
+import json
+import time
+from collections.abc import AsyncGenerator, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from imagecheck.challenge import Challenge, pick_challenge
+from imagecheck.credentials import Credentials
+from imagecheck.errors import AuthenticationError, ProtocolError, TransientError
+from imagecheck.retry import TRANSIENT_STATUS_CODES, parse_retry_after
+
+# A token response is a small JSON object; anything larger is not one (issue #3).
+MAX_TOKEN_RESPONSE = 64 * 1024
+# The token spec: "a token should never be returned with less than 60 seconds to live".
+DEFAULT_EXPIRES_IN = 60.0
+# Renew a little early so a token does not expire on its way to the registry.
+EXPIRY_MARGIN = 5.0
+CLIENT_ID = "imagecheck"
+
+_METADATA_NETWORKS = (
+    ipaddress.ip_network("169.254.0.0/16"),
+    ipaddress.ip_network("fd00:ec2::254/128"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    value: str = field(repr=False)
+    expires_at: float
+
+    def fresh(self, now: float) -> bool:
+        return now < self.expires_at
+
+
+TokenKey = tuple[str, str, str, str]
+
+
+class TokenCache:
+    """Tokens by (realm, service, scope, credentials id), with one lock per key so
+    concurrent checks of one repository share one fetch."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[TokenKey, Token] = {}
+        self._locks: dict[TokenKey, asyncio.Lock] = {}
+
+    def lock(self, key: TokenKey) -> asyncio.Lock:
+        return self._locks.setdefault(key, asyncio.Lock())
+
+    def get(self, key: TokenKey, now: float) -> Token | None:
+        token = self._tokens.get(key)
+        return token if token is not None and token.fresh(now) else None
+
+    def put(self, key: TokenKey, token: Token) -> None:
+        self._tokens[key] = token
+
+    def drop(self, key: TokenKey) -> None:
+        self._tokens.pop(key, None)
+
+
+def basic_header(creds: Credentials) -> str:
+    raw = f"{creds.username}:{creds.password}".encode()
+    return "Basic " + base64.b64encode(raw).decode("ascii")
+
+
+def repository_scope(request: httpx.Request) -> str:
+    """``repository:<name>:pull`` for a request to ``/v2/<name>/(manifests|blobs|tags)/...``."""
+    path = request.url.path
+    if not path.startswith("/v2/"):
+        return ""
+    for marker in ("/manifests/", "/blobs/", "/tags/"):
+        name, sep, _ = path[len("/v2/") :].rpartition(marker)
+        if sep:
+            return f"repository:{name}:pull"
+    return ""
+
+
+def check_realm(realm: str, registry_url: httpx.URL, *, allow_http: bool) -> httpx.URL:
+    """Refuse realms that would leak credentials: plain HTTP for an HTTPS registry, or a
+    link-local / cloud-metadata address that is not the registry's own host."""
+    try:
+        url = httpx.URL(realm)
+    except httpx.InvalidURL as exc:
+        raise ProtocolError(f"invalid token realm {realm!r}: {exc}") from None
+    if url.scheme not in ("https", "http") or not url.host:
+        raise ProtocolError(f"invalid token realm {realm!r}: not an http(s) URL")
+    if url.scheme == "http" and registry_url.scheme == "https" and not allow_http:
+        raise ProtocolError(
+            f"refusing token realm {realm!r}: plain http for an https registry "
+            "(credentials would travel unencrypted)"
+        )
+    if url.host != registry_url.host:
+        try:
+            address = ipaddress.ip_address(url.host)
+        except ValueError:
+            address = None
+        if address is not None and any(address in net for net in _METADATA_NETWORKS):
+            raise ProtocolError(f"refusing token realm {realm!r}: link-local/metadata address")
+    return url
+
+
+def parse_token_response(body: bytes, now: float) -> Token:
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ProtocolError("token service answered something that is not JSON") from None
+    if not isinstance(data, dict):
+        raise ProtocolError("token service answered JSON that is not an object")
+    value = data.get("token") or data.get("access_token")
+    if not isinstance(value, str) or not value:
+        raise ProtocolError("token service answered without a token")
+    expires_in = data.get("expires_in")
+    lifetime = (
+        float(expires_in)
+        if isinstance(expires_in, int | float) and expires_in > 0
+        else DEFAULT_EXPIRES_IN
+    )
+    return Token(value, now + max(1.0, lifetime - min(EXPIRY_MARGIN, lifetime / 10)))
+
+
+class TokenFetcher:
+    """Fetches tokens from a realm with a client of its own choosing (no auth on it)."""
+
+    def __init__(self, client: httpx.AsyncClient, *, clock: Any = time.monotonic) -> None:
+        self._client = client
+        self._clock = clock
+
+    async def fetch(
+        self, realm: httpx.URL, service: str | None, scope: str, creds: Credentials | None
+    ) -> Token:
+        if creds is not None and creds.registry_token:
+            # A registry token is already a bearer token (docker config "registrytoken").
+            return Token(creds.registry_token, float("inf"))
+        if creds is not None and creds.identity_token:
+            response = await self._oauth(realm, service, scope, creds)
+            if response is not None:
+                return response
+        params: list[tuple[str, str | int | float | bool | None]] = []
+        if service:
+            params.append(("service", service))
+        if scope:
+            params.append(("scope", scope))
+        if creds is not None and creds.has_basic:
+            params.append(("account", creds.username))
+        headers = {}
+        if creds is not None and (creds.has_basic or creds.identity_token):
+            password = creds.password or creds.identity_token
+            headers["Authorization"] = basic_header(
+                Credentials(username=creds.username, password=password)
+            )
+        request = self._client.build_request("GET", realm, params=params, headers=headers)
+        return await self._send(request, creds)
+
+    async def _oauth(
+        self, realm: httpx.URL, service: str | None, scope: str, creds: Credentials
+    ) -> Token | None:
+        form = {
+            "grant_type": "refresh_token",
+            "refresh_token": creds.identity_token,
+            "client_id": CLIENT_ID,
+            "service": service or "",
+            "scope": scope,
+        }
+        request = self._client.build_request("POST", realm, data=form)
+        try:
+            return await self._send(request, creds)
+        except _NoOAuth:
+            return None
+
+    async def _send(self, request: httpx.Request, creds: Credentials | None) -> Token:
+        response = await self._client.send(request, stream=True, follow_redirects=True)
+        try:
+            body = await read_capped(response, MAX_TOKEN_RESPONSE, "token response")
+        finally:
+            await response.aclose()
+        status = response.status_code
+        if request.method == "POST" and status in (404, 405):
+            raise _NoOAuth
+        if status in (401, 403):
+            who = f"credentials from {creds.source}" if creds and creds.source else "credentials"
+            if creds is None or not (creds.has_basic or creds.identity_token):
+                who = "anonymous access"
+            raise AuthenticationError(
+                f"token service {request.url.host} refused {who} (HTTP {status})",
+                status_code=status,
+            )
+        if status in TRANSIENT_STATUS_CODES:
+            raise TransientError(
+                f"token service {request.url.host} answered HTTP {status}",
+                status_code=status,
+                retry_after=parse_retry_after(response.headers.get("Retry-After")),
+            )
+        if status != 200:
+            raise ProtocolError(
+                f"token service {request.url.host} answered HTTP {status}", status_code=status
+            )
+        return parse_token_response(body, self._clock())
+
+
+class _NoOAuth(Exception):
+    """The realm does not speak the OAuth2 POST; use the GET form."""
+
+
+async def read_capped(response: httpx.Response, limit: int, what: str) -> bytes:
+    """The body, refusing to hold more than ``limit`` bytes of it."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise ProtocolError(f"{what} is larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@dataclass
+class RegistryAuthState:
+    """What one registry told us at the ping, shared by every request to it."""
+
+    base_url: httpx.URL
+    challenge: Challenge | None
+    allow_http_realm: bool = False
+
+
+class RegistryAuth(httpx.Auth):
+    """An ``httpx.Auth`` that answers the registry's challenge for one request.
+
+    ``candidates`` are the credentials to offer, most preferred first (empty: anonymous).
+    After the flow, ``used`` says which candidate was last offered, for messages.
+    """
+
+    def __init__(
+        self,
+        state: RegistryAuthState,
+        candidates: Sequence[Credentials],
+        tokens: TokenCache,
+        fetcher: TokenFetcher,
+        *,
+        clock: Any = time.monotonic,
+    ) -> None:
+        self._state = state
+        self._candidates: Sequence[Credentials | None] = list(candidates) or [None]
+        self._tokens = tokens
+        self._fetcher = fetcher
+        self._clock = clock
+        self.used: Credentials | None = None
+        self.refused: list[AuthenticationError] = []
+
+    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response]:
+        raise RuntimeError("RegistryAuth works with httpx.AsyncClient only")
+        yield request  # pragma: no cover - makes this a generator
+
+    async def async_auth_flow(
+        self, request: httpx.Request
+    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        response: httpx.Response | None = None
+        for creds in self._candidates:
+            self.used = creds
+            try:
+                header, fresh = await self._authorization(request, creds, refresh=False)
+            except AuthenticationError as exc:
+                self.refused.append(exc)
+                continue
+            _set_auth(request, header)
+            response = yield request
+            if response.status_code == 401 and self._state.challenge is None:
+                # Some registries leave /v2/ open and challenge only on repositories.
+                self._state.challenge = _challenge_of(response)
+                if self._state.challenge is None:
+                    return
+                fresh = False
+            if response.status_code != 401:
+                return
+            if not fresh:
+                header, _ = await self._authorization(request, creds, refresh=True)
+                _set_auth(request, header)
+                response = yield request
+                if response.status_code != 401:
+                    return
+        if response is None and self.refused:
+            raise self.refused[-1]
+
+    async def _authorization(
+        self, request: httpx.Request, creds: Credentials | None, *, refresh: bool
+    ) -> tuple[str | None, bool]:
+        """The ``Authorization`` value for ``request`` and whether it was freshly made."""
+        challenge = self._state.challenge
+        if challenge is None:
+            return None, True
+        if challenge.scheme == "basic":
+            return (basic_header(creds) if creds and creds.has_basic else None), True
+        if not challenge.realm:
+            raise ProtocolError("registry sent a Bearer challenge without a realm")
+        realm = check_realm(
+            challenge.realm, self._state.base_url, allow_http=self._state.allow_http_realm
+        )
+        scope = repository_scope(request)
+        key: TokenKey = (str(realm), challenge.service or "", scope, _creds_id(creds))
+        async with self._tokens.lock(key):
+            token = None if refresh else self._tokens.get(key, self._clock())
+            if token is not None:
+                return f"Bearer {token.value}", False
+            token = await self._fetcher.fetch(realm, challenge.service, scope, creds)
+            self._tokens.put(key, token)
+        return f"Bearer {token.value}", True
+
+
+def _set_auth(request: httpx.Request, header: str | None) -> None:
+    if header is None:
+        request.headers.pop("Authorization", None)
+    else:
+        request.headers["Authorization"] = header
+
+
+def _challenge_of(response: httpx.Response) -> Challenge | None:
+    return pick_challenge(response.headers.get_list("WWW-Authenticate"))
+
+
+def _creds_id(creds: Credentials | None) -> str:
+    """Tells credentials apart in the token cache without putting secrets in the key."""
+    if creds is None:
+        return "anonymous"
+    return f"{creds.source}\x00{creds.username}\x00{hash(creds):x}"

@@ -1,0 +1,526 @@
+"""The registry client: one shared ``httpx.AsyncClient``, one ping per registry, one ``HEAD``
+per image.
+
+``ImageChecker.check_many`` checks images concurrently (bounded), sharing connections, pings
+and tokens. A check asks ``HEAD /v2/<name>/manifests/<tag-or-digest>`` with every manifest
+media type in ``Accept`` (without the index types, registries answer 404 for multi-arch tags)
+and turns the answer into a :class:`CheckResult`. Failures that may pass are retried by the
+policy in ``retry.py``; the run's deadline bounds everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ipaddress
+import json
+import logging
+import os
+import re
+import ssl
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Self
+
+import certifi
+import httpx
+
+from imagecheck import __version__
+from imagecheck.auth import (
+    RegistryAuth,
+    RegistryAuthState,
+    TokenCache,
+    TokenFetcher,
+    read_capped,
+)
+from imagecheck.challenge import pick_challenge
+from imagecheck.credentials import AnonymousKeychain, Credentials, Keychain
+from imagecheck.errors import (
+    AuthenticationError,
+    ProtocolError,
+    RegistryError,
+    TransientError,
+    UsageError,
+)
+from imagecheck.reference import Reference
+from imagecheck.result import CheckResult, Status
+from imagecheck.retry import (
+    TRANSIENT_STATUS_CODES,
+    Deadline,
+    RetryPolicy,
+    parse_retry_after,
+)
+
+log = logging.getLogger("imagecheck")
+
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_SCHEMA1_SIGNED = "application/vnd.docker.distribution.manifest.v1+prettyjws"
+DOCKER_SCHEMA1 = "application/vnd.docker.distribution.manifest.v1+json"
+MANIFEST_ACCEPT = ", ".join(
+    (
+        OCI_INDEX,
+        OCI_MANIFEST,
+        DOCKER_MANIFEST_LIST,
+        DOCKER_MANIFEST,
+        DOCKER_SCHEMA1_SIGNED,
+        DOCKER_SCHEMA1,
+    )
+)
+# Distribution refuses manifests over 4 MiB; nothing larger is a manifest.
+MAX_MANIFEST_SIZE = 4 * 1024 * 1024
+# Enough of an error body to read its OCI error code; the rest is not worth holding.
+MAX_ERROR_BODY = 16 * 1024
+# Registries that cannot HEAD a manifest answer one of these; GET then tells.
+HEAD_UNSUPPORTED = frozenset({400, 405, 501})
+_DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """How to reach registries. Built once by the CLI (or a library user)."""
+
+    timeout: float = 10.0
+    retries: int = 3
+    concurrency: int = 16
+    insecure_registries: frozenset[str] = frozenset()
+    ca_files: tuple[Path, ...] = ()
+    user_agent: str = f"imagecheck/{__version__}"
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost``, 127.0.0.0/8 and ::1: Docker treats them as insecure registries."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def make_ssl_context(ca_files: Sequence[Path] = ()) -> ssl.SSLContext:
+    """System trust (or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``) plus each ``--ca-file``."""
+    ctx = ssl.create_default_context(
+        cafile=os.environ.get("SSL_CERT_FILE") or None,
+        capath=os.environ.get("SSL_CERT_DIR") or None,
+    )
+    if not ctx.get_ca_certs() and not os.environ.get("SSL_CERT_DIR"):
+        # No system store (a minimal image without ca-certificates): certifi, which httpx
+        # already depends on, is the usual fallback.
+        ctx.load_verify_locations(certifi.where())
+    for path in ca_files:
+        try:
+            ctx.load_verify_locations(cafile=str(path))
+        except (OSError, ssl.SSLError) as exc:
+            raise UsageError(f"cannot load CA file {path}: {exc}") from None
+    return ctx
+
+
+@dataclass
+class _Registry:
+    """What we know of one registry host: how to reach it and how it wants auth."""
+
+    host: str
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    auth: RegistryAuthState | None = None
+
+
+class ImageChecker:
+    """Checks image references against their registries. Use as an async context manager."""
+
+    def __init__(
+        self,
+        options: ClientOptions | None = None,
+        keychain: Keychain | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        self.options = options or ClientOptions()
+        self.keychain: Keychain = keychain or AnonymousKeychain()
+        self.retry = retry_policy or RetryPolicy(retries=self.options.retries)
+        self.stats: Counter[str] = Counter()
+        self._verify = make_ssl_context(self.options.ca_files)
+        self._insecure_ctx = ssl.create_default_context()
+        self._insecure_ctx.check_hostname = False
+        self._insecure_ctx.verify_mode = ssl.CERT_NONE
+        self._registries: dict[str, _Registry] = {}
+        self._tokens = TokenCache()
+        limits = httpx.Limits(max_connections=max(1, self.options.concurrency))
+        common = {
+            "timeout": httpx.Timeout(self.options.timeout),
+            "limits": limits,
+            "headers": {"User-Agent": self.options.user_agent},
+            "follow_redirects": True,
+            "event_hooks": {"request": [self._on_request], "response": [self._on_response]},
+        }
+        self._client = httpx.AsyncClient(verify=self._verify, transport=transport, **common)  # type: ignore[arg-type]
+        # Explicitly insecure registries: TLS without verification, as `docker` does.
+        self._insecure_client = httpx.AsyncClient(
+            verify=self._insecure_ctx,
+            transport=transport,
+            **common,  # type: ignore[arg-type]
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+        await self._insecure_client.aclose()
+
+    # -- public API ---------------------------------------------------------------------
+
+    async def check_many(
+        self, items: Sequence[tuple[str, Reference]], deadline: Deadline
+    ) -> list[CheckResult]:
+        """Check every ``(image text, reference)`` pair, at most ``concurrency`` at once.
+
+        Results come back in input order. Checks still running at the deadline are cancelled
+        and reported as errors; the finished ones keep their answers.
+        """
+        limit = asyncio.Semaphore(max(1, self.options.concurrency))
+        unique: dict[Reference, asyncio.Task[CheckResult]] = {}
+
+        async def bounded(image: str, ref: Reference) -> CheckResult:
+            async with limit:
+                return await self.check(ref, deadline, image=image)
+
+        for image, ref in items:
+            if ref not in unique:
+                unique[ref] = asyncio.ensure_future(bounded(image, ref))
+        tasks = list(unique.values())
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=deadline.remaining())
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        results: list[CheckResult] = []
+        for image, ref in items:
+            task = unique[ref]
+            if task.cancelled():
+                result = CheckResult(
+                    image,
+                    ref,
+                    Status.ERROR,
+                    message="deadline exceeded before the registry answered",
+                )
+            else:
+                result = task.result()
+            results.append(result if result.image == image else replace(result, image=image))
+        return results
+
+    async def check(
+        self, ref: Reference, deadline: Deadline, *, image: str | None = None
+    ) -> CheckResult:
+        """Check one reference; never raises for registry trouble (that is a result)."""
+        image = str(ref) if image is None else image
+        started = time.monotonic()
+        try:
+            result = await self.retry.run(lambda: self._check_once(ref, image), deadline)
+        except AuthenticationError as exc:
+            result = CheckResult(image, ref, Status.DENIED, message=str(exc))
+        except RegistryError as exc:
+            result = CheckResult(image, ref, Status.ERROR, message=str(exc))
+        elapsed = (time.monotonic() - started) * 1000
+        return replace(result, elapsed_ms=elapsed)
+
+    # -- one attempt ----------------------------------------------------------------------
+
+    async def _check_once(self, ref: Reference, image: str) -> CheckResult:
+        try:
+            async with asyncio.timeout(self.options.timeout):
+                return await self._ask_manifest(ref, image)
+        except TimeoutError:
+            raise TransientError(
+                f"{ref.api_host} did not answer within {self.options.timeout:g}s"
+            ) from None
+
+    async def _ask_manifest(self, ref: Reference, image: str) -> CheckResult:
+        registry = await self._registry(ref)
+        candidates = self.keychain.resolve(ref)
+        response, auth, _ = await self._send("HEAD", ref, registry, candidates)
+        digest = response.headers.get("Docker-Content-Digest")
+        if response.status_code in HEAD_UNSUPPORTED or (
+            response.status_code == 200 and ref.digest and not digest
+        ):
+            # No HEAD support, or no digest to verify a pin against: GET and hash the body.
+            response, auth, body = await self._send("GET", ref, registry, candidates)
+            return self._classify(ref, image, response, auth, body)
+        return self._classify(ref, image, response, auth, None)
+
+    async def _send(
+        self,
+        method: str,
+        ref: Reference,
+        registry: _Registry,
+        candidates: Sequence[Credentials],
+    ) -> tuple[httpx.Response, RegistryAuth, bytes]:
+        """One manifest request through the auth flow; transient answers raise."""
+        assert registry.auth is not None
+        url = registry.auth.base_url.join(f"/v2/{ref.repository}/manifests/{ref.identifier}")
+        client = self._client_for(ref)
+        auth = RegistryAuth(registry.auth, candidates, self._tokens, TokenFetcher(client))
+        request = client.build_request(method, url, headers={"Accept": MANIFEST_ACCEPT})
+        async with _transport_errors(ref.api_host):
+            response = await client.send(request, auth=auth, stream=True)
+            try:
+                body = await _read_body(response)
+            finally:
+                await response.aclose()
+        if response.status_code in TRANSIENT_STATUS_CODES:
+            raise TransientError(
+                f"{ref.api_host} answered HTTP {response.status_code} ({_reason(response, body)})",
+                status_code=response.status_code,
+                retry_after=parse_retry_after(response.headers.get("Retry-After")),
+            )
+        return response, auth, body
+
+    def _classify(
+        self,
+        ref: Reference,
+        image: str,
+        response: httpx.Response,
+        auth: RegistryAuth,
+        body: bytes | None,
+    ) -> CheckResult:
+        status = response.status_code
+        host = ref.api_host
+        if status == 200:
+            digest = _answered_digest(ref, response, body)
+            media_type = response.headers.get("Content-Type", "").split(";")[0].strip() or None
+            size = _content_length(response, body)
+            return CheckResult(
+                image,
+                ref,
+                Status.FOUND,
+                message=f"found in {host}",
+                digest=digest,
+                media_type=media_type,
+                size=size,
+                registry=host,
+            )
+        if status == 404:
+            what = f"digest {ref.digest}" if ref.digest else f"tag {ref.tag!r}"
+            return CheckResult(
+                image,
+                ref,
+                Status.MISSING,
+                message=f"{what} not found in {ref.name} (manifest unknown)",
+                registry=host,
+            )
+        if status in (401, 403):
+            return CheckResult(
+                image,
+                ref,
+                Status.DENIED,
+                message=_denied_message(ref, auth, status),
+                registry=host,
+            )
+        raise ProtocolError(
+            f"{host} answered HTTP {status} for the manifest ({_reason(response, body or b'')})",
+            status_code=status,
+        )
+
+    # -- registries -----------------------------------------------------------------------
+
+    def _insecure(self, ref: Reference) -> bool:
+        names = self.options.insecure_registries
+        return ref.registry in names or ref.api_host in names or ref.hostname in names
+
+    def _client_for(self, ref: Reference) -> httpx.AsyncClient:
+        return self._insecure_client if self._insecure(ref) else self._client
+
+    async def _registry(self, ref: Reference) -> _Registry:
+        registry = self._registries.setdefault(ref.api_host, _Registry(ref.api_host))
+        async with registry.lock:
+            if registry.auth is None:
+                registry.auth = await self._ping(ref)
+        return registry
+
+    async def _ping(self, ref: Reference) -> RegistryAuthState:
+        """``GET /v2/`` to learn the scheme and the challenge. HTTPS first; plain HTTP after
+        it only for loopback and ``--insecure-registry`` hosts, as Docker does."""
+        insecure = self._insecure(ref)
+        schemes = ["https", "http"] if insecure or is_loopback(ref.hostname) else ["https"]
+        client = self._client_for(ref)
+        last: Exception | None = None
+        for scheme in schemes:
+            url = httpx.URL(f"{scheme}://{ref.api_host}/v2/")
+            try:
+                async with _transport_errors(ref.api_host):
+                    response = await client.get(url)
+            except TransientError as exc:
+                if scheme == schemes[-1]:
+                    raise
+                last = exc
+                log.debug("ping %s failed (%s); trying plain http", url, exc)
+                continue
+            return self._ping_answer(ref, url, response, allow_http=insecure or scheme == "http")
+        raise last or TransientError(f"cannot reach {ref.api_host}")
+
+    def _ping_answer(
+        self, ref: Reference, url: httpx.URL, response: httpx.Response, *, allow_http: bool
+    ) -> RegistryAuthState:
+        status = response.status_code
+        base = url.copy_with(path="/")
+        if status in TRANSIENT_STATUS_CODES:
+            raise TransientError(
+                f"{ref.api_host} answered HTTP {status} to the registry ping",
+                status_code=status,
+                retry_after=parse_retry_after(response.headers.get("Retry-After")),
+            )
+        if status == 401:
+            challenge = pick_challenge(response.headers.get_list("WWW-Authenticate"))
+            return RegistryAuthState(base, challenge, allow_http_realm=allow_http)
+        if status == 404:
+            raise ProtocolError(
+                f"{ref.api_host} does not serve the registry API (GET /v2/ answered 404)",
+                status_code=404,
+            )
+        return RegistryAuthState(base, None, allow_http_realm=allow_http)
+
+    # -- logging and counting -------------------------------------------------------------
+
+    async def _on_request(self, request: httpx.Request) -> None:
+        kind = (
+            "ping"
+            if request.url.path == "/v2/"
+            else ("manifest" if "/manifests/" in request.url.path else "token")
+        )
+        self.stats[kind] += 1
+        self.stats["requests"] += 1
+        # Only method and URL: headers (Authorization) and bodies are never logged.
+        log.debug("> %s %s", request.method, request.url.copy_with(query=None))
+
+    async def _on_response(self, response: httpx.Response) -> None:
+        log.debug(
+            "< %s %s %s",
+            response.status_code,
+            response.request.method,
+            response.request.url.copy_with(query=None),
+        )
+
+
+class _transport_errors:
+    """Turns httpx transport exceptions into imagecheck's error tree."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
+        if exc is None or not isinstance(exc, httpx.HTTPError):
+            return False
+        cert = _certificate_problem(exc)
+        if cert is not None:
+            raise RegistryError(
+                f"TLS certificate of {self.host} is not trusted ({cert}); "
+                "pass --ca-file with the CA that signed it"
+            ) from None
+        if isinstance(exc, httpx.TimeoutException):
+            raise TransientError(f"timed out talking to {self.host}") from None
+        if isinstance(exc, httpx.TooManyRedirects):
+            raise ProtocolError(f"{self.host}: too many redirects") from None
+        if isinstance(exc, httpx.TransportError):
+            raise TransientError(f"cannot talk to {self.host}: {_describe(exc)}") from None
+        raise ProtocolError(f"{self.host}: {_describe(exc)}") from None
+
+
+def _certificate_problem(exc: BaseException) -> str | None:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen.verify_message or "verification failed"
+        seen = seen.__cause__ or seen.__context__
+    text = str(exc)
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return text.split("CERTIFICATE_VERIFY_FAILED", 1)[1].strip(" ]:()") or "verify failed"
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text or type(exc).__name__
+
+
+async def _read_body(response: httpx.Response) -> bytes:
+    """A manifest body (at most 4 MiB), or the start of an error body (for its reason)."""
+    if response.request.method == "HEAD":
+        return b""
+    if response.status_code == 200:
+        length = response.headers.get("Content-Length", "")
+        if length.isdigit() and int(length) > MAX_MANIFEST_SIZE:
+            raise ProtocolError(f"manifest is larger than {MAX_MANIFEST_SIZE} bytes")
+        return await read_capped(response, MAX_MANIFEST_SIZE, "manifest")
+    chunks: list[bytes] = []
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        if sum(map(len, chunks)) >= MAX_ERROR_BODY:
+            break
+    return b"".join(chunks)[:MAX_ERROR_BODY]
+
+
+def _answered_digest(ref: Reference, response: httpx.Response, body: bytes | None) -> str | None:
+    header = response.headers.get("Docker-Content-Digest")
+    if header is not None and not _DIGEST_RE.match(header):
+        raise ProtocolError(f"{ref.api_host} sent an invalid Docker-Content-Digest {header!r}")
+    computed = _digest_of(body, ref.digest or header or "sha256:") if body is not None else None
+    digest = header or computed
+    if ref.digest is not None:
+        actual = computed or header
+        if actual is None:
+            raise ProtocolError(f"{ref.api_host} did not say which digest it served")
+        if actual != ref.digest:
+            raise ProtocolError(
+                f"{ref.api_host} served digest {actual} when asked for {ref.digest}"
+            )
+    return digest
+
+
+def _digest_of(body: bytes, like: str) -> str | None:
+    algorithm = like.split(":", 1)[0]
+    if algorithm not in ("sha256", "sha512"):
+        return None
+    return f"{algorithm}:{hashlib.new(algorithm, body).hexdigest()}"
+
+
+def _content_length(response: httpx.Response, body: bytes | None) -> int | None:
+    if body is not None:
+        return len(body)
+    length = response.headers.get("Content-Length", "")
+    return int(length) if length.isdigit() else None
+
+
+def _reason(response: httpx.Response, body: bytes) -> str:
+    """A short reason from an OCI error body (``{"errors": [{"code", "message"}]}``), else
+    the HTTP reason phrase. HTML pages and other bodies are not echoed."""
+    try:
+        data = json.loads(body) if body else None
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    errors = data.get("errors") if isinstance(data, dict) else None
+    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        code = str(errors[0].get("code", ""))
+        message = str(errors[0].get("message", ""))
+        return f"{code}: {message}".strip(": ") or response.reason_phrase
+    return response.reason_phrase or "no reason given"
+
+
+def _denied_message(ref: Reference, auth: RegistryAuth, status: int) -> str:
+    creds = auth.used
+    if creds is None:
+        how = "anonymously"
+    else:
+        how = f"with credentials from {creds.source}" if creds.source else "with credentials"
+    return f"repository {ref.name} does not exist or requires authorization (HTTP {status} {how})"

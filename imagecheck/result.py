@@ -1,0 +1,57 @@
+"""What a check answers: a :class:`CheckResult` with a :class:`Status`.
+
+*Missing* is an answer, so it is a result like *found*; exceptions are reserved for the
+cases where no answer could be had (see ``errors.py``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from imagecheck.reference import Reference
+
+
+class Status(enum.StrEnum):
+    """The answer for one image. Exit codes are the CLI's business (``cli.py``)."""
+
+    FOUND = "found"
+    MISSING = "missing"
+    DENIED = "denied"
+    ERROR = "error"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """The outcome of checking one image reference.
+
+    ``image`` is the text as the user gave it; ``reference`` its parsed form (``None`` only
+    when the text was not a valid reference). ``digest``, ``media_type`` and ``size`` describe
+    the manifest the registry holds, when it was found.
+    """
+
+    image: str
+    reference: Reference | None
+    status: Status
+    message: str = ""
+    digest: str | None = None
+    media_type: str | None = None
+    size: int | None = None
+    registry: str | None = None
+    elapsed_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape documented in the README (stable field names)."""
+        return {
+            "image": self.image,
+            "reference": str(self.reference) if self.reference else None,
+            "status": self.status.value,
+            "digest": self.digest,
+            "media_type": self.media_type,
+            "size": self.size,
+            "registry": self.registry,
+            "message": self.message,
+            "elapsed_ms": round(self.elapsed_ms, 1),
+        }
