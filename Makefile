@@ -1,0 +1,41 @@
+# Quick start:  make demo   (local registry with sample images, one found, one missing)
+#               make test   (lint, types, unit and integration tests against a real registry)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test lint unit integration bench system-deps venv clean
+
+system-deps:
+	@scripts/system-deps.sh
+
+$(BIN)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $@
+
+venv: $(BIN)/.installed
+
+demo: system-deps venv
+	$(BIN)/python -m imagecheck.testing.demo
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: system-deps venv lint
+	$(BIN)/pytest
+
+unit: venv
+	$(BIN)/pytest tests/unit
+
+integration: system-deps venv
+	$(BIN)/pytest tests/integration
+
+bench: system-deps venv
+	$(BIN)/python benchmarks/check_many.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

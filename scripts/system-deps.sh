@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the demo and the tests need, when they are missing:
+#   docker-registry  the real CNCF Distribution 2.8 registry the tests run against
+#   apache2-utils    htpasswd, for the registry's Basic-auth mode
+#   skopeo           the peer the benchmarks and a few interop tests measure against
+set -euo pipefail
+
+need=()
+command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
+command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
+command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
+[ ${#need[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+    echo "missing packages: ${need[*]}; install them as root: apt-get install ${need[*]}" >&2
+    exit 1
+  fi
+fi
+echo "installing Debian packages: ${need[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
