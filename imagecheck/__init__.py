@@ -12,7 +12,7 @@ The library never prints and never exits; ``imagecheck.cli`` does both. Typical 
 __version__ = "0.1.0"
 
 from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import Credentials, Keychain, default_keychain
+from imagecheck.credentials import Credentials, Keychain
 from imagecheck.errors import (
     AuthenticationError,
     CredentialsError,
@@ -27,6 +27,7 @@ from imagecheck.errors import (
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline, RetryPolicy
+from imagecheck.sources import default_keychain
 
 __all__ = [
     "AuthenticationError",

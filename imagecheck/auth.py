@@ -248,13 +248,16 @@ class RegistryAuthState:
     base_url: httpx.URL
     challenge: Challenge | None
     allow_http_realm: bool = False
+    # Credentials never travel over plain HTTP unless the host is explicitly insecure.
+    credentials_allowed: bool = True
 
 
 class RegistryAuth(httpx.Auth):
     """An ``httpx.Auth`` that answers the registry's challenge for one request.
 
     ``candidates`` are the credentials to offer, most preferred first (empty: anonymous).
-    After the flow, ``used`` says which candidate was last offered, for messages.
+    After the flow, ``used`` says which candidate was last offered and ``withheld`` whether
+    credentials were kept back (plain HTTP to a host not marked insecure), for messages.
     """
 
     def __init__(
@@ -267,7 +270,9 @@ class RegistryAuth(httpx.Auth):
         clock: Any = time.monotonic,
     ) -> None:
         self._state = state
-        self._candidates: Sequence[Credentials | None] = list(candidates) or [None]
+        self.withheld = bool(candidates) and not state.credentials_allowed
+        usable = list(candidates) if state.credentials_allowed else []
+        self._candidates: Sequence[Credentials | None] = usable or [None]
         self._tokens = tokens
         self._fetcher = fetcher
         self._clock = clock

@@ -18,11 +18,12 @@ import click
 
 from imagecheck import __version__
 from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import Credentials, Keychain, default_keychain
+from imagecheck.credentials import CachingKeychain, Credentials, Keychain
 from imagecheck.errors import ImagecheckError, InvalidReferenceError, UsageError
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline
+from imagecheck.sources import default_keychain
 
 T = TypeVar("T")
 
@@ -148,6 +149,14 @@ def cli() -> None:
     help="Docker config.json, or the directory holding it "
     "[default: $DOCKER_CONFIG/config.json, then ~/.docker/config.json].",
 )
+@click.option(
+    "--pull-secret",
+    "pull_secrets",
+    multiple=True,
+    metavar="PATH",
+    help="A mounted Kubernetes pull secret: a directory holding .dockerconfigjson or "
+    ".dockercfg, or the file itself (repeatable) [env: IMAGECHECK_PULL_SECRETS].",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log each HTTP request to stderr.")
 def check(
     images: tuple[str, ...],
@@ -161,13 +170,17 @@ def check(
     username: str | None,
     password_stdin: bool,
     docker_config: str | None,
+    pull_secrets: tuple[str, ...],
     verbose: bool,
 ) -> None:
     """Check that each IMAGE exists in its registry.
 
     IMAGE is a reference such as busybox:1.36, ghcr.io/org/app:1.0.0 or
-    registry.example.com:5000/team/app@sha256:<digest>. Credentials come from
-    --username/--password-stdin, then Docker's config.json, then anonymous.
+    registry.example.com:5000/team/app@sha256:<digest>.
+
+    Credentials, first match wins: --username/--password-stdin, pull secrets,
+    DOCKER_AUTH_CONFIG, Docker's config.json (with its credential helpers), podman's
+    auth.json, anonymous.
     """
     run_deadline = Deadline.after(deadline)
     _setup_logging(verbose)
@@ -177,7 +190,7 @@ def check(
         # Nothing is sent anywhere when any reference is invalid (exit 2).
         _render(invalid, output)
         sys.exit(EXIT_USAGE)
-    keychain = _keychain(username, password_stdin, docker_config)
+    keychain = _keychain(username, password_stdin, docker_config, pull_secrets)
     options = ClientOptions(
         timeout=timeout,
         retries=retries,
@@ -186,6 +199,7 @@ def check(
         ca_files=ca_files,
     )
     items = [(r.image, r.reference) for r in parsed if r.reference is not None]
+    _resolve_all(keychain, [ref for _, ref in items])
     results = _run(_check_all(options, keychain, items, run_deadline))
     _render(results, output)
     sys.exit(exit_code(results))
@@ -213,7 +227,12 @@ def _parse_all(images: Sequence[str]) -> list[CheckResult]:
     return parsed
 
 
-def _keychain(username: str | None, password_stdin: bool, docker_config: str | None) -> Keychain:
+def _keychain(
+    username: str | None,
+    password_stdin: bool,
+    docker_config: str | None,
+    pull_secrets: Sequence[str],
+) -> Keychain:
     static: Credentials | None = None
     password = os.environ.get("IMAGECHECK_PASSWORD")
     if password_stdin:
@@ -227,7 +246,20 @@ def _keychain(username: str | None, password_stdin: bool, docker_config: str | N
             fail("--username needs a password: --password-stdin or IMAGECHECK_PASSWORD")
         static = Credentials(username=username, password=password, source="--username")
     try:
-        return default_keychain(static=static, docker_config=docker_config)
+        chain = default_keychain(
+            static=static, docker_config=docker_config, pull_secrets=pull_secrets
+        )
+    except UsageError as exc:
+        fail(str(exc))
+    return CachingKeychain(chain)
+
+
+def _resolve_all(keychain: Keychain, refs: Sequence[Reference]) -> None:
+    """Ask every credential source now (helpers run here, once per repository), so that a
+    broken helper or secret is a usage error before any request is sent."""
+    try:
+        for ref in refs:
+            keychain.resolve(ref)
     except UsageError as exc:
         fail(str(exc))
 

@@ -364,14 +364,21 @@ class ImageChecker:
                 last = exc
                 log.debug("ping %s failed (%s); trying plain http", url, exc)
                 continue
-            return self._ping_answer(ref, url, response, allow_http=insecure or scheme == "http")
+            return self._ping_answer(ref, url, response, insecure=insecure)
         raise last or TransientError(f"cannot reach {ref.api_host}")
 
     def _ping_answer(
-        self, ref: Reference, url: httpx.URL, response: httpx.Response, *, allow_http: bool
+        self, ref: Reference, url: httpx.URL, response: httpx.Response, *, insecure: bool
     ) -> RegistryAuthState:
         status = response.status_code
         base = url.copy_with(path="/")
+        plain = url.scheme == "http"
+        state = RegistryAuthState(
+            base,
+            None,
+            allow_http_realm=insecure or plain,
+            credentials_allowed=insecure or not plain,
+        )
         if status in TRANSIENT_STATUS_CODES:
             raise TransientError(
                 f"{ref.api_host} answered HTTP {status} to the registry ping",
@@ -379,14 +386,14 @@ class ImageChecker:
                 retry_after=parse_retry_after(response.headers.get("Retry-After")),
             )
         if status == 401:
-            challenge = pick_challenge(response.headers.get_list("WWW-Authenticate"))
-            return RegistryAuthState(base, challenge, allow_http_realm=allow_http)
+            state.challenge = pick_challenge(response.headers.get_list("WWW-Authenticate"))
+            return state
         if status == 404:
             raise ProtocolError(
                 f"{ref.api_host} does not serve the registry API (GET /v2/ answered 404)",
                 status_code=404,
             )
-        return RegistryAuthState(base, None, allow_http_realm=allow_http)
+        return state
 
     # -- logging and counting -------------------------------------------------------------
 
@@ -519,7 +526,12 @@ def _reason(response: httpx.Response, body: bytes) -> str:
 
 def _denied_message(ref: Reference, auth: RegistryAuth, status: int) -> str:
     creds = auth.used
-    if creds is None:
+    if auth.withheld:
+        how = (
+            "anonymously: credentials are not sent over plain HTTP; "
+            f"add --insecure-registry {ref.api_host} to allow it"
+        )
+    elif creds is None:
         how = "anonymously"
     else:
         how = f"with credentials from {creds.source}" if creds.source else "with credentials"

@@ -13,12 +13,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from imagecheck.credhelper import HelperAnswer, run_helper
 from imagecheck.errors import CredentialsError
 from imagecheck.reference import Reference
 
@@ -89,18 +89,66 @@ class ChainKeychain:
         return ()
 
 
-def config_key_host(key: str) -> str:
-    """The ``host[:port]`` of a config.json ``auths`` key, which may be a URL or a bare host.
+@dataclass(frozen=True)
+class CachingKeychain:
+    """Remembers each answer, so a credential helper runs once per registry and repository.
 
-    Docker writes ``https://index.docker.io/v1/`` and older clients ``http://host/v1/``;
-    users write ``host:5000``. Compare on host[:port] alone, as docker/cli does.
+    The CLI resolves every reference through it *before* any request, so a broken helper or
+    secret is a usage error (exit 2) and helpers never block the event loop later.
     """
-    host = key.strip()
-    for prefix in ("https://", "http://"):
-        if host.lower().startswith(prefix):
-            host = host[len(prefix) :]
+
+    keychain: Keychain
+    _seen: dict[tuple[str, str], Sequence[Credentials]] = field(default_factory=dict)
+
+    def resolve(self, reference: Reference) -> Sequence[Credentials]:
+        key = (reference.registry, reference.repository)
+        if key not in self._seen:
+            self._seen[key] = tuple(self.keychain.resolve(reference))
+        return self._seen[key]
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryKey:
+    """A credentials key (``https://host:port/path``) reduced to what matching needs."""
+
+    host: str  # lower-cased; in pull secrets it may hold globs
+    port: str
+    path: str  # "" or "/team/..."
+
+    @property
+    def text(self) -> str:
+        return self.host + (f":{self.port}" if self.port else "") + self.path
+
+
+def parse_registry_key(key: str) -> RegistryKey:
+    """Drop the scheme, and a ``/v1/`` or ``/v2/`` path (Docker's own spellings of a bare
+    host, e.g. ``https://index.docker.io/v1/``); keep any other path as a namespace."""
+    text = key.strip()
+    for scheme in ("https://", "http://"):
+        if text.lower().startswith(scheme):
+            text = text[len(scheme) :]
             break
-    return host.split("/", 1)[0].lower()
+    hostport, _, path = text.partition("/")
+    path = "/" + path if path else ""
+    if path.startswith(("/v1/", "/v2/")) or path in ("/v1", "/v2"):
+        path = path[3:]
+    path = path.rstrip("/")
+    host, port = _split_port(hostport.lower())
+    return RegistryKey(host, port, path)
+
+
+def _split_port(hostport: str) -> tuple[str, str]:
+    if hostport.startswith("["):  # [::1]:5000
+        host, _, rest = hostport.partition("]")
+        return host + "]", rest.lstrip(":")
+    host, sep, port = hostport.rpartition(":")
+    return (host, port) if sep and port.isdigit() else (hostport, "")
+
+
+def config_key_host(key: str) -> str:
+    """The ``host[:port]`` of a config.json ``auths`` key, which may be a URL or a bare host."""
+    parsed = parse_registry_key(key)
+    return parsed.host + (f":{parsed.port}" if parsed.port else "")
 
 
 def registry_matches(key: str, reference: Reference) -> bool:
@@ -109,6 +157,21 @@ def registry_matches(key: str, reference: Reference) -> bool:
     if reference.is_docker_hub:
         return host in _HUB_HOSTS
     return host == reference.registry.lower()
+
+
+def namespace_match(key: str, reference: Reference) -> int:
+    """How well a config/auth.json key fits: -1 not at all, else the length of its path.
+
+    Podman's auth.json allows ``registry/namespace`` keys; the longest matching one wins
+    (containers-auth.json(5)). The path must end at a ``/`` boundary of the repository.
+    """
+    if not registry_matches(key, reference):
+        return -1
+    path = parse_registry_key(key).path
+    repo = "/" + reference.repository
+    if not path or repo == path or repo.startswith(path + "/"):
+        return len(path)
+    return -1
 
 
 def decode_auth_entry(entry: Any, *, where: str) -> Credentials:
@@ -162,20 +225,47 @@ def load_json_file(path: Path) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class AuthsKeychain:
-    """Credentials from an ``auths`` map (Docker config.json, podman auth.json)."""
+    """Credentials from a Docker ``config.json`` or podman ``auth.json``: its ``auths`` map,
+    and its credential helpers (``credHelpers`` per registry, ``credsStore`` for all).
+
+    As in docker/cli, a registry's helper comes first; when it has nothing for the registry,
+    an inline ``auths`` entry still counts (Docker would stop there; users keep both).
+    """
 
     entries: Sequence[tuple[str, Credentials]]
+    creds_store: str = ""
+    cred_helpers: Mapping[str, str] = field(default_factory=dict)
+    where: str = ""
 
     def resolve(self, reference: Reference) -> Sequence[Credentials]:
+        helper = self._helper_for(reference)
+        if helper:
+            server = DOCKER_HUB_CONFIG_KEY if reference.is_docker_hub else reference.registry
+            answer = run_helper(helper, server)
+            if answer is not None:
+                return (_from_helper(answer),)
+        best: tuple[int, Credentials] | None = None
         for key, creds in self.entries:
+            fit = namespace_match(key, reference)
+            if fit >= 0 and (best is None or fit > best[0]):
+                best = (fit, creds)
+        return (best[1],) if best else ()
+
+    def _helper_for(self, reference: Reference) -> str:
+        for key, helper in self.cred_helpers.items():
             if registry_matches(key, reference):
-                return (creds,)
-        return ()
+                return helper
+        return self.creds_store
 
     @classmethod
     def from_auths(cls, auths: Any, *, where: str) -> AuthsKeychain:
+        return cls.from_config({"auths": auths}, where=where)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], *, where: str) -> AuthsKeychain:
+        auths = config.get("auths")
         if auths is None:
-            return cls(())
+            auths = {}
         if not isinstance(auths, dict):
             raise CredentialsError(f"{where}: 'auths' must be an object")
         entries = [
@@ -184,47 +274,31 @@ class AuthsKeychain:
         ]
         # An exact key wins over its URL spellings: sort bare hosts first, stably.
         entries.sort(key=lambda item: "://" in item[0])
-        return cls(tuple(entries))
+        store = config.get("credsStore") or ""
+        helpers = config.get("credHelpers") or {}
+        if not isinstance(store, str):
+            raise CredentialsError(f"{where}: 'credsStore' must be a string")
+        if not isinstance(helpers, dict) or not all(isinstance(v, str) for v in helpers.values()):
+            raise CredentialsError(f"{where}: 'credHelpers' must map registries to helper names")
+        return cls(tuple(entries), store, dict(helpers), where)
 
     @classmethod
     def from_file(cls, path: Path) -> AuthsKeychain:
-        return cls.from_auths(load_json_file(path).get("auths"), where=str(path))
+        return cls.from_config(load_json_file(path), where=str(path))
+
+    @classmethod
+    def from_json_text(cls, text: str, *, where: str) -> AuthsKeychain:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CredentialsError(f"{where}: invalid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise CredentialsError(f"{where}: expected a JSON object")
+        return cls.from_config(data, where=where)
 
 
-def docker_config_path(explicit: str | None = None, env: dict[str, str] | None = None) -> Path:
-    """Where Docker's config.json is: ``--docker-config`` (a file or a directory), then
-    ``$DOCKER_CONFIG/config.json``, then ``~/.docker/config.json``."""
-    env = dict(os.environ) if env is None else env
-    if explicit:
-        path = Path(explicit).expanduser()
-        return path / "config.json" if path.is_dir() else path
-    if env.get("DOCKER_CONFIG"):
-        return Path(env["DOCKER_CONFIG"]).expanduser() / "config.json"
-    return Path.home() / ".docker" / "config.json"
-
-
-def default_keychain(
-    *,
-    static: Credentials | None = None,
-    static_registries: Iterable[str] = (),
-    docker_config: str | None = None,
-    env: dict[str, str] | None = None,
-) -> Keychain:
-    """The precedence chain: explicit credentials, then Docker's config.json, then anonymous.
-
-    An explicit ``docker_config`` that does not exist is an error; the default location
-    missing simply means no credentials from it.
-    """
-    chain: list[Keychain] = []
-    if static is not None:
-        hosts = list(static_registries)
-        chain.extend(StaticKeychain(static, host) for host in hosts)
-        if not hosts:
-            chain.append(StaticKeychain(static))
-    path = docker_config_path(docker_config, env)
-    if docker_config or path.exists():
-        if docker_config and not path.exists():
-            raise CredentialsError(f"docker config {path} does not exist")
-        chain.append(AuthsKeychain.from_file(path))
-    chain.append(AnonymousKeychain())
-    return ChainKeychain(tuple(chain))
+def _from_helper(answer: HelperAnswer) -> Credentials:
+    source = f"credential helper {answer.helper}"
+    if answer.is_identity_token:
+        return Credentials(identity_token=answer.secret, source=source)
+    return Credentials(username=answer.username, password=answer.secret, source=source)
