@@ -405,8 +405,10 @@ class ImageChecker:
         )
         self.stats[kind] += 1
         self.stats["requests"] += 1
-        # Only method and URL: headers (Authorization) and bodies are never logged.
-        log.debug("> %s %s", request.method, request.url.copy_with(query=None))
+        # Method, URL without its query, and the auth scheme: never a credential or a body.
+        auth = request.headers.get("Authorization")
+        shown = f" (Authorization: {auth.split(' ', 1)[0]} [redacted])" if auth else ""
+        log.debug("> %s %s%s", request.method, request.url.copy_with(query=None), shown)
 
     async def _on_response(self, response: httpx.Response) -> None:
         log.debug(

@@ -9,54 +9,15 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.integration.clirun import Run, run_cli, tls_args
 from tests.integration.conftest import RegistryEndpoint
 
 MODES = ["registry_plain", "registry_basic", "registry_token"]
 MISSING_DIGEST = "sha256:" + "0" * 64
-
-
-@dataclass(frozen=True)
-class Run:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> list[dict[str, Any]]:
-        data = json.loads(self.stdout)
-        assert isinstance(data, list)
-        return data
-
-
-def run_cli(
-    args: list[str], home: Path, *, stdin: str = "", env: dict[str, str] | None = None
-) -> Run:
-    """Run ``python -m imagecheck`` with a clean HOME (no stray ~/.docker/config.json)."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("DOCKER_", "IMAGECHECK_"))}
-    full_env["HOME"] = str(home)
-    full_env.update(env or {})
-    proc = subprocess.run(
-        [sys.executable, "-m", "imagecheck", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=60,
-        check=False,
-    )
-    return Run(proc.returncode, proc.stdout, proc.stderr)
-
-
-def tls_args(endpoint: RegistryEndpoint) -> list[str]:
-    return ["--ca-file", str(endpoint.ca_file)] if endpoint.ca_file else []
 
 
 def cred_args(endpoint: RegistryEndpoint) -> tuple[list[str], str]:
