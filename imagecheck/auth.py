@@ -26,6 +26,7 @@ import asyncio
 import base64
 import ipaddress
 import json
+import socket
 import time
 from collections.abc import AsyncGenerator, Generator, Sequence
 from dataclasses import dataclass, field
@@ -118,13 +119,26 @@ def check_realm(realm: str, registry_url: httpx.URL, *, allow_http: bool) -> htt
             "(credentials would travel unencrypted)"
         )
     if url.host != registry_url.host:
-        try:
-            address = ipaddress.ip_address(url.host)
-        except ValueError:
-            address = None
+        address = _numeric_host(url.host)
         if address is not None and any(address in net for net in _METADATA_NETWORKS):
             raise ProtocolError(f"refusing token realm {realm!r}: link-local/metadata address")
     return url
+
+
+def _numeric_host(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a numeric host names, in every spelling a resolver accepts: dotted,
+    decimal (``2852039166``), hex (``0xa9fea9fe``), short (``169.254.43518``) and
+    IPv4-mapped IPv6 (``::ffff:169.254.169.254``). ``None`` for a DNS name."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
 
 
 def parse_token_response(body: bytes, now: float) -> Token:

@@ -13,6 +13,7 @@ import asyncio
 import email.utils
 import math
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ T = TypeVar("T")
 # RFC 9110 15.5.9 (408), RFC 6585 (429), and the 5xx answers proxies and registries give while
 # restarting or overloaded. 501 and 505 are not temporary: they will not change on retry.
 TRANSIENT_STATUS_CODES = frozenset({408, 429, 500, 502, 503, 504})
+
+_DELAY_SECONDS = re.compile(r"[0-9]+")
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
@@ -60,7 +63,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
+    if _DELAY_SECONDS.fullmatch(value):  # ASCII digits only: str.isdigit() accepts "²"
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
