@@ -436,12 +436,16 @@ class ImageChecker:
         )
         self.stats[kind] += 1
         self.stats["requests"] += 1
+        if not log.isEnabledFor(logging.DEBUG):
+            return
         # Method, URL without its query, and the auth scheme: never a credential or a body.
         auth = request.headers.get("Authorization")
         shown = f" (Authorization: {auth.split(' ', 1)[0]} [redacted])" if auth else ""
         log.debug("> %s %s%s", request.method, request.url.copy_with(query=None), shown)
 
     async def _on_response(self, response: httpx.Response) -> None:
+        if not log.isEnabledFor(logging.DEBUG):
+            return
         log.debug(
             "< %s %s %s",
             response.status_code,
@@ -497,6 +501,9 @@ def _describe(exc: BaseException) -> str:
 async def _read_body(response: httpx.Response) -> bytes:
     """A manifest body (at most 4 MiB), or the start of an error body (for its reason)."""
     if response.request.method == "HEAD":
+        # Nothing to read, but h11 must see the end of the message, or httpcore closes the
+        # connection instead of reusing it (a new TCP connection per image otherwise).
+        await response.aread()
         return b""
     if response.status_code == 200:
         length = response.headers.get("Content-Length", "")
