@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
+import re
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -21,9 +22,11 @@ from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import CachingKeychain, Credentials, Keychain
 from imagecheck.errors import ImagecheckError, InvalidReferenceError, UsageError
 from imagecheck.reference import Reference, parse_reference
+from imagecheck.render import render_json, render_text, shown, termination_summary
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline
 from imagecheck.sources import default_keychain
+from imagecheck.wait import wait_for_images
 
 T = TypeVar("T")
 
@@ -44,6 +47,12 @@ _EXIT_PRECEDENCE = (
     (Status.ERROR, EXIT_ERROR),
 )
 
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+_NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
+
 EXIT_CODES_HELP = """\b
 Exit codes:
   0    every image was found
@@ -55,8 +64,11 @@ Exit codes:
 When several apply: 2, then 1, then 3, then 4."""
 
 
-def exit_code(results: Sequence[CheckResult]) -> int:
+def exit_code(results: Sequence[CheckResult], *, errors_pass: bool = False) -> int:
+    """The one exit code for a run; with ``errors_pass``, registry errors do not fail it."""
     statuses = {r.status for r in results}
+    if errors_pass:
+        statuses.discard(Status.ERROR)
     for status, code in _EXIT_PRECEDENCE:
         if status in statuses:
             return code
@@ -80,6 +92,138 @@ def cli() -> None:
     """Does this container image exist in its registry, and can this node pull it?"""
 
 
+def _duration(text: str) -> float:
+    """``90``, ``90s``, ``5m``, ``1h30m``, ``500ms`` as seconds."""
+    text = text.strip()
+    if _NUMBER_RE.fullmatch(text):
+        return float(text)
+    total, pos = 0.0, 0
+    for part in _DURATION_PART_RE.finditer(text):
+        if part.start() != pos:
+            break
+        total += float(part.group(1)) * _DURATION_UNITS[part.group(2)]
+        pos = part.end()
+    if pos == 0 or pos != len(text):
+        raise click.BadParameter(f"{text!r} is not a duration such as 90s, 5m or 1h30m")
+    return total
+
+
+def _mirror(text: str) -> tuple[str, str]:
+    """``SOURCE=MIRROR`` as two normalized registry hosts."""
+    source, sep, mirror = text.partition("=")
+    if not sep:
+        raise click.BadParameter(
+            f"--mirror {text!r}: expected SOURCE=MIRROR, e.g. docker.io=mirror.example.com:5000"
+        )
+    return _registry_host(source), _registry_host(mirror)
+
+
+def _registry_host(text: str) -> str:
+    try:
+        ref = parse_reference(f"{text}/probe")
+    except InvalidReferenceError as exc:
+        raise click.BadParameter(f"{text!r} is not a registry host: {exc.reason}") from None
+    if (
+        not text
+        or "/" in text
+        or (ref.registry.lower() != text.lower() and text.lower() not in _HUB_ALIASES)
+    ):
+        raise click.BadParameter(f"{text!r} is not a registry host (e.g. mirror.example.com:5000)")
+    return ref.registry
+
+
+def check_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options every command that checks images takes (check, and scan later)."""
+    options = [
+        click.option("--concurrency", type=click.IntRange(1, 256), default=16, show_default=True,
+                     help="Images checked at once."),
+        click.option("--timeout", type=click.FloatRange(0.1, 3600), default=10.0,
+                     show_default=True,
+                     help="Seconds allowed for one attempt (connect, auth, answer)."),
+        click.option("--deadline", type=click.FloatRange(0.1, 86400), default=60.0,
+                     show_default=True,
+                     help="Seconds allowed for the whole run, retries included."),
+        click.option("--retries", type=click.IntRange(0, 20), default=3, show_default=True,
+                     help="Retries of a transient failure (connection errors, 408, 429, 5xx)."),
+        click.option("--wait", "wait", metavar="DURATION", default=None,
+                     help="Poll until missing images appear or DURATION (90s, 5m) passes; "
+                     "progress on stderr."),
+        click.option("--denied-as-missing", is_flag=True,
+                     help="Count a denial after successful authentication as missing (exit 1): "
+                     "for registries that deny what does not exist (Docker Hub, Artifactory)."),
+        click.option("--on-error", type=click.Choice(["fail", "pass"]), default="fail",
+                     show_default=True,
+                     help="pass: a registry that cannot be reached or keeps failing lets the "
+                     "check pass with a warning (exit 0); missing images still fail."),
+        click.option("--mirror", "mirrors", multiple=True, metavar="SOURCE=MIRROR",
+                     help="Ask MIRROR first for SOURCE's images, then SOURCE itself, as "
+                     "containerd's hosts.toml mirrors (repeatable, in order)."),
+        click.option("--insecure-registry", "insecure", multiple=True, metavar="HOST[:PORT]",
+                     help="Allow plain HTTP and unverified TLS for this registry (repeatable)."),
+        click.option("--ca-file", "ca_files", multiple=True,
+                     type=click.Path(dir_okay=False, path_type=Path),
+                     help="Extra PEM CA certificate(s) to trust (repeatable). "
+                     "SSL_CERT_FILE is honoured too."),
+        click.option("-u", "--username", envvar="IMAGECHECK_USERNAME",
+                     help="Registry username [env: IMAGECHECK_USERNAME]."),
+        click.option("--password-stdin", is_flag=True,
+                     help="Read the password (or token) from standard input "
+                     "[else env: IMAGECHECK_PASSWORD]."),
+        click.option("--docker-config", metavar="PATH",
+                     help="Docker config.json, or the directory holding it "
+                     "[default: $DOCKER_CONFIG/config.json, then ~/.docker/config.json]."),
+        click.option("--pull-secret", "pull_secrets", multiple=True, metavar="PATH",
+                     help="A mounted Kubernetes pull secret: a directory holding "
+                     ".dockerconfigjson or .dockercfg, or the file itself (repeatable) "
+                     "[env: IMAGECHECK_PULL_SECRETS]."),
+        click.option("--termination-log", metavar="PATH", default=DEFAULT_TERMINATION_LOG,
+                     show_default=True,
+                     help="On failure, write a one-line summary here when the file exists "
+                     "(Kubernetes shows it as the pod's termination message)."),
+        click.option("-v", "--verbose", is_flag=True, help="Log each HTTP request to stderr."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """What the check options say, as one value."""
+
+    concurrency: int
+    timeout: float
+    deadline: float
+    retries: int
+    wait: str | None
+    denied_as_missing: bool
+    on_error: str
+    mirrors: tuple[str, ...]
+    insecure: tuple[str, ...]
+    ca_files: tuple[Path, ...]
+    username: str | None
+    password_stdin: bool
+    docker_config: str | None
+    pull_secrets: tuple[str, ...]
+    termination_log: str
+    verbose: bool
+
+    def client_options(self) -> ClientOptions:
+        return ClientOptions(
+            timeout=self.timeout,
+            retries=self.retries,
+            concurrency=self.concurrency,
+            insecure_registries=frozenset(self.insecure),
+            ca_files=self.ca_files,
+            mirrors=tuple(_mirror(m) for m in self.mirrors),
+            denied_as_missing=self.denied_as_missing,
+        )
+
+    @property
+    def wait_seconds(self) -> float | None:
+        return None if self.wait is None else _duration(self.wait)
+
+
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("images", nargs=-1, required=True)
 @click.option(
@@ -90,89 +234,8 @@ def cli() -> None:
     show_default=True,
     help="Output format (json: an array in input order, see README).",
 )
-@click.option(
-    "--concurrency",
-    type=click.IntRange(1, 256),
-    default=16,
-    show_default=True,
-    help="Images checked at once.",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(0.1, 3600),
-    default=10.0,
-    show_default=True,
-    help="Seconds allowed for one attempt (connect, auth, answer).",
-)
-@click.option(
-    "--deadline",
-    type=click.FloatRange(0.1, 86400),
-    default=60.0,
-    show_default=True,
-    help="Seconds allowed for the whole run, retries included.",
-)
-@click.option(
-    "--retries",
-    type=click.IntRange(0, 20),
-    default=3,
-    show_default=True,
-    help="Retries of a transient failure (connection errors, 408, 429, 5xx).",
-)
-@click.option(
-    "--insecure-registry",
-    "insecure",
-    multiple=True,
-    metavar="HOST[:PORT]",
-    help="Allow plain HTTP and unverified TLS for this registry (repeatable).",
-)
-@click.option(
-    "--ca-file",
-    "ca_files",
-    multiple=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Extra PEM CA certificate(s) to trust (repeatable). SSL_CERT_FILE is honoured too.",
-)
-@click.option(
-    "-u",
-    "--username",
-    envvar="IMAGECHECK_USERNAME",
-    help="Registry username [env: IMAGECHECK_USERNAME].",
-)
-@click.option(
-    "--password-stdin",
-    is_flag=True,
-    help="Read the password (or token) from standard input [else env: IMAGECHECK_PASSWORD].",
-)
-@click.option(
-    "--docker-config",
-    metavar="PATH",
-    help="Docker config.json, or the directory holding it "
-    "[default: $DOCKER_CONFIG/config.json, then ~/.docker/config.json].",
-)
-@click.option(
-    "--pull-secret",
-    "pull_secrets",
-    multiple=True,
-    metavar="PATH",
-    help="A mounted Kubernetes pull secret: a directory holding .dockerconfigjson or "
-    ".dockercfg, or the file itself (repeatable) [env: IMAGECHECK_PULL_SECRETS].",
-)
-@click.option("-v", "--verbose", is_flag=True, help="Log each HTTP request to stderr.")
-def check(
-    images: tuple[str, ...],
-    output: str,
-    concurrency: int,
-    timeout: float,
-    deadline: float,
-    retries: int,
-    insecure: tuple[str, ...],
-    ca_files: tuple[Path, ...],
-    username: str | None,
-    password_stdin: bool,
-    docker_config: str | None,
-    pull_secrets: tuple[str, ...],
-    verbose: bool,
-) -> None:
+@check_options
+def check(images: tuple[str, ...], output: str, **options: Any) -> None:
     """Check that each IMAGE exists in its registry.
 
     IMAGE is a reference such as busybox:1.36, ghcr.io/org/app:1.0.0 or
@@ -182,37 +245,72 @@ def check(
     DOCKER_AUTH_CONFIG, Docker's config.json (with its credential helpers), podman's
     auth.json, anonymous.
     """
-    run_deadline = Deadline.after(deadline)
-    _setup_logging(verbose)
+    settings = CheckSettings(**options)
+    _setup_logging(settings.verbose)
+    try:
+        client_options, wait = settings.client_options(), settings.wait_seconds
+    except click.BadParameter as exc:
+        fail(exc.message)
     parsed = _parse_all(images)
     invalid = [r for r in parsed if r.status is Status.INVALID]
     if invalid:
         # Nothing is sent anywhere when any reference is invalid (exit 2).
-        _render(invalid, output)
-        sys.exit(EXIT_USAGE)
-    keychain = _keychain(username, password_stdin, docker_config, pull_secrets)
-    options = ClientOptions(
-        timeout=timeout,
-        retries=retries,
-        concurrency=concurrency,
-        insecure_registries=frozenset(insecure),
-        ca_files=ca_files,
+        _finish(invalid, output, settings)
+    keychain = _keychain(
+        settings.username, settings.password_stdin, settings.docker_config, settings.pull_secrets
     )
     items = [(r.image, r.reference) for r in parsed if r.reference is not None]
     _resolve_all(keychain, [ref for _, ref in items])
-    results = _run(_check_all(options, keychain, items, run_deadline))
-    _render(results, output)
-    sys.exit(exit_code(results))
+    results = _run(_check_all(client_options, keychain, items, settings.deadline, wait))
+    _finish(results, output, settings)
+
+
+def _finish(results: Sequence[CheckResult], output: str, settings: CheckSettings) -> NoReturn:
+    """Render, warn, write the termination message, and exit with the one exit code."""
+    click.echo(render_json(results) if output == "json" else render_text(results))
+    code = exit_code(results, errors_pass=settings.on_error == "pass")
+    if settings.on_error == "pass":
+        for r in results:
+            if r.status is Status.ERROR:
+                click.echo(
+                    f"imagecheck: warning: could not check {shown(r)} ({r.message}); "
+                    "passing because of --on-error pass",
+                    err=True,
+                )
+    if code != EXIT_OK:
+        _write_termination_log(settings.termination_log, termination_summary(results))
+    sys.exit(code)
+
+
+def _write_termination_log(path: str, summary: str) -> None:
+    """Only into a file that exists: Kubernetes creates /dev/termination-log in the pod."""
+    target = Path(path)
+    if not target.exists():
+        return
+    try:
+        target.write_text(summary + "\n", encoding="utf-8")
+    except OSError as exc:
+        click.echo(f"imagecheck: warning: cannot write {path}: {exc.strerror}", err=True)
 
 
 async def _check_all(
     options: ClientOptions,
     keychain: Keychain,
     items: list[tuple[str, Reference]],
-    deadline: Deadline,
+    deadline: float,
+    wait: float | None,
 ) -> list[CheckResult]:
     async with ImageChecker(options, keychain) as checker:
-        return await checker.check_many(items, deadline)
+        if wait is None:
+            return await checker.check_many(items, Deadline.after(deadline))
+        # The last round starts when the wait ends, and still gets its own deadline.
+        return await wait_for_images(
+            checker,
+            items,
+            until=Deadline.after(wait),
+            round_seconds=deadline,
+            progress=lambda line: click.echo(f"imagecheck: {line}", err=True),
+        )
 
 
 def _parse_all(images: Sequence[str]) -> list[CheckResult]:
@@ -297,20 +395,6 @@ async def _cancel_on_sigterm(coro: Coroutine[Any, Any, T]) -> T:
         if terminated:
             raise _Terminated from None
         raise
-
-
-def _render(results: Sequence[CheckResult], output: str) -> None:
-    if output == "json":
-        click.echo(json.dumps([r.to_dict() for r in results], indent=2))
-        return
-    width = max((len(_shown(r)) for r in results), default=0)
-    for r in results:
-        detail = r.digest if r.status is Status.FOUND and r.digest else r.message
-        click.echo(f"{r.status.value:<8} {_shown(r):<{width}}  {detail}".rstrip())
-
-
-def _shown(result: CheckResult) -> str:
-    return str(result.reference) if result.reference is not None else result.image
 
 
 def _setup_logging(verbose: bool) -> None:

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import ipaddress
 import json
 import logging
-import os
 import re
 import ssl
 import time
@@ -25,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Self
 
-import certifi
 import httpx
 
 from imagecheck import __version__
@@ -43,7 +40,6 @@ from imagecheck.errors import (
     ProtocolError,
     RegistryError,
     TransientError,
-    UsageError,
 )
 from imagecheck.reference import Reference
 from imagecheck.result import CheckResult, Status
@@ -53,6 +49,7 @@ from imagecheck.retry import (
     RetryPolicy,
     parse_retry_after,
 )
+from imagecheck.tls import insecure_ssl_context, is_loopback, make_ssl_context
 
 log = logging.getLogger("imagecheck")
 
@@ -78,7 +75,6 @@ MAX_MANIFEST_SIZE = 4 * 1024 * 1024
 MAX_ERROR_BODY = 16 * 1024
 # Registries that cannot HEAD a manifest answer one of these; GET then tells.
 HEAD_UNSUPPORTED = frozenset({400, 405, 501})
-_HASHED_CERT_RE = re.compile(r"^[0-9a-f]{8}\.[0-9]+$")
 _DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
 
 
@@ -92,66 +88,10 @@ class ClientOptions:
     insecure_registries: frozenset[str] = frozenset()
     ca_files: tuple[Path, ...] = ()
     user_agent: str = f"imagecheck/{__version__}"
-
-
-def is_loopback(host: str) -> bool:
-    """``localhost``, 127.0.0.0/8 and ::1: Docker treats them as insecure registries."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def make_ssl_context(ca_files: Sequence[Path] = ()) -> ssl.SSLContext:
-    """A verifying TLS context: ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set, else the system
-    store, else certifi (which httpx already depends on); plus each ``--ca-file``.
-
-    The system store is used through its hashed directory when there is one: OpenSSL then
-    looks a CA up when a handshake needs it, instead of parsing the whole bundle (~25 ms, a
-    large share of a check's start-up) before the first request.
-    """
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # hostname check and CERT_REQUIRED on
-    env_file = os.environ.get("SSL_CERT_FILE") or None
-    env_dir = os.environ.get("SSL_CERT_DIR") or None
-    paths = ssl.get_default_verify_paths()
-    try:
-        if env_file or env_dir:
-            ctx.load_verify_locations(cafile=env_file, capath=env_dir)
-        elif paths.capath and _has_hashed_certs(paths.capath):
-            ctx.load_verify_locations(capath=paths.capath)
-        elif paths.cafile and os.path.isfile(paths.cafile):
-            ctx.load_verify_locations(cafile=paths.cafile)
-        else:  # a minimal image without ca-certificates
-            ctx.load_verify_locations(cafile=certifi.where())
-    except (OSError, ssl.SSLError) as exc:
-        raise UsageError(
-            f"cannot load CA certificates from SSL_CERT_FILE/SSL_CERT_DIR: {exc}"
-        ) from None
-    for path in ca_files:
-        try:
-            ctx.load_verify_locations(cafile=str(path))
-        except (OSError, ssl.SSLError) as exc:
-            raise UsageError(f"cannot load CA file {path}: {exc}") from None
-    return ctx
-
-
-def _has_hashed_certs(directory: str) -> bool:
-    """Whether ``directory`` holds OpenSSL ``<hash>.<n>`` links (made by c_rehash)."""
-    try:
-        with os.scandir(directory) as entries:
-            return any(_HASHED_CERT_RE.match(entry.name) for entry in entries)
-    except OSError:
-        return False
-
-
-def _insecure_ssl_context() -> ssl.SSLContext:
-    """For ``--insecure-registry`` hosts only: TLS without verification, as Docker does."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    return ctx
+    # (source registry, mirror host) pairs, in the order mirrors are tried.
+    mirrors: tuple[tuple[str, str], ...] = ()
+    # Count a 401/403 on the manifest (after a token was granted) as missing.
+    denied_as_missing: bool = False
 
 
 @dataclass
@@ -192,7 +132,7 @@ class ImageChecker:
         self._client = httpx.AsyncClient(verify=self._verify, transport=transport, **common)  # type: ignore[arg-type]
         # Only when some registry is explicitly insecure: TLS without verification.
         self._insecure_client = (
-            httpx.AsyncClient(verify=_insecure_ssl_context(), transport=transport, **common)  # type: ignore[arg-type]
+            httpx.AsyncClient(verify=insecure_ssl_context(), transport=transport, **common)  # type: ignore[arg-type]
             if self.options.insecure_registries
             else self._client
         )
@@ -252,17 +192,43 @@ class ImageChecker:
     async def check(
         self, ref: Reference, deadline: Deadline, *, image: str | None = None
     ) -> CheckResult:
-        """Check one reference; never raises for registry trouble (that is a result)."""
+        """Check one reference; never raises for registry trouble (that is a result).
+
+        With mirrors configured for its registry, they are asked first, in order, and the
+        registry itself last, as containerd does with ``hosts.toml``: the first *found* wins,
+        and only the last host's answer is final otherwise.
+        """
         image = str(ref) if image is None else image
         started = time.monotonic()
+        endpoints = self._endpoints(ref)
+        tried: list[str] = []
+        for endpoint in endpoints:
+            result = await self._check_endpoint(endpoint, image, deadline)
+            if result.status is Status.FOUND or endpoint is endpoints[-1]:
+                break
+            tried.append(f"{endpoint.api_host}: {result.status.value}")
+        if tried:
+            result = replace(result, message=f"{result.message} (mirrors: {'; '.join(tried)})")
+        elapsed = (time.monotonic() - started) * 1000
+        return replace(result, reference=ref, elapsed_ms=elapsed)
+
+    def _endpoints(self, ref: Reference) -> list[Reference]:
+        mirrors = [m for source, m in self.options.mirrors if source == ref.registry]
+        return [*(replace(ref, registry=m) for m in mirrors), ref]
+
+    async def _check_endpoint(self, ref: Reference, image: str, deadline: Deadline) -> CheckResult:
         try:
             result = await self.retry.run(lambda: self._check_once(ref, image), deadline)
         except AuthenticationError as exc:
-            result = CheckResult(image, ref, Status.DENIED, message=str(exc))
+            return CheckResult(image, ref, Status.DENIED, message=str(exc), registry=ref.api_host)
         except RegistryError as exc:
-            result = CheckResult(image, ref, Status.ERROR, message=str(exc))
-        elapsed = (time.monotonic() - started) * 1000
-        return replace(result, elapsed_ms=elapsed)
+            return CheckResult(image, ref, Status.ERROR, message=str(exc), registry=ref.api_host)
+        if result.status is Status.DENIED and self.options.denied_as_missing:
+            # Docker Hub (for missing repositories) and Artifactory virtual repositories deny
+            # what does not exist; the token exchange succeeded, so call it missing.
+            message = f"{result.message}; counted as missing (--denied-as-missing)"
+            return replace(result, status=Status.MISSING, message=message)
+        return result
 
     # -- one attempt ----------------------------------------------------------------------
 

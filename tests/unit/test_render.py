@@ -1,0 +1,63 @@
+"""Rendering results: text lines, JSON, and the termination message's 4 KiB cap."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from imagecheck.reference import parse_reference
+from imagecheck.render import render_json, render_text, termination_summary
+from imagecheck.result import CheckResult, Status
+
+
+def result(image: str, status: Status, message: str = "", digest: str | None = None) -> CheckResult:
+    return CheckResult(image, parse_reference(image), status, message=message, digest=digest)
+
+
+def test_text_aligns_and_shows_digest_or_reason() -> None:
+    lines = render_text(
+        [
+            result("busybox", Status.FOUND, "found", digest="sha256:" + "a" * 64),
+            result("ghcr.io/org/app:2", Status.MISSING, "tag '2' not found"),
+        ]
+    ).splitlines()
+    assert lines == [
+        f"found    docker.io/library/busybox:latest  sha256:{'a' * 64}",
+        "missing  ghcr.io/org/app:2                 tag '2' not found",
+    ]
+
+
+def test_json_keeps_input_order_and_fields() -> None:
+    data = json.loads(
+        render_json([result("b:1", Status.MISSING, "m"), result("a:1", Status.FOUND)])
+    )
+    assert [d["image"] for d in data] == ["b:1", "a:1"]
+    assert set(data[0]) == {
+        "image", "reference", "status", "digest", "media_type", "size", "registry", "message",
+        "elapsed_ms",
+    }  # fmt: skip
+
+
+def test_termination_summary_names_only_what_failed() -> None:
+    line = termination_summary(
+        [
+            result("a:1", Status.FOUND),
+            result("b:1", Status.MISSING, "tag '1' not found"),
+            result("c:1", Status.DENIED, "requires authorization"),
+        ]
+    )
+    assert line == (
+        "imagecheck: missing docker.io/library/b:1 (tag '1' not found); "
+        "denied docker.io/library/c:1 (requires authorization)"
+    )
+
+
+@pytest.mark.parametrize("count", [1, 30, 500], ids=["one", "thirty", "five-hundred"])
+def test_termination_summary_fits_the_kubernetes_limit(count: int) -> None:
+    results = [result(f"team/app:t{i}", Status.MISSING, "é" * 200) for i in range(count)]
+    line = termination_summary(results)
+    assert len(line.encode()) <= 4096
+    assert "\n" not in line
+    if count > 20:
+        assert line.endswith(" more")
