@@ -21,6 +21,7 @@ from imagecheck import __version__
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import CachingKeychain, Credentials, Keychain
 from imagecheck.errors import ImagecheckError, InvalidReferenceError, UsageError
+from imagecheck.platform import parse_platform
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.render import render_json, render_text, shown, termination_summary
 from imagecheck.result import CheckResult, Status
@@ -155,6 +156,9 @@ def check_options(command: Callable[..., None]) -> Callable[..., None]:
                      show_default=True,
                      help="pass: a registry that cannot be reached or keeps failing lets the "
                      "check pass with a warning (exit 0); missing images still fail."),
+        click.option("--platform", metavar="OS/ARCH[/VARIANT]|auto", default=None,
+                     help="Also require the image for this platform (an index must list it; a "
+                     "single manifest's config must name it); auto: this machine's."),
         click.option("--mirror", "mirrors", multiple=True, metavar="SOURCE=MIRROR",
                      help="Ask MIRROR first for SOURCE's images, then SOURCE itself, as "
                      "containerd's hosts.toml mirrors (repeatable, in order)."),
@@ -198,6 +202,7 @@ class CheckSettings:
     wait: str | None
     denied_as_missing: bool
     on_error: str
+    platform: str | None
     mirrors: tuple[str, ...]
     insecure: tuple[str, ...]
     ca_files: tuple[Path, ...]
@@ -217,6 +222,7 @@ class CheckSettings:
             ca_files=self.ca_files,
             mirrors=tuple(_mirror(m) for m in self.mirrors),
             denied_as_missing=self.denied_as_missing,
+            platform=parse_platform(self.platform) if self.platform else None,
         )
 
     @property
@@ -251,6 +257,8 @@ def check(images: tuple[str, ...], output: str, **options: Any) -> None:
         client_options, wait = settings.client_options(), settings.wait_seconds
     except click.BadParameter as exc:
         fail(exc.message)
+    except UsageError as exc:
+        fail(str(exc))
     parsed = _parse_all(images)
     invalid = [r for r in parsed if r.status is Status.INVALID]
     if invalid:

@@ -41,6 +41,15 @@ from imagecheck.errors import (
     RegistryError,
     TransientError,
 )
+from imagecheck.platform import (
+    INDEX_MEDIA_TYPES,
+    Platform,
+    config_digest,
+    config_platform,
+    describe,
+    index_platforms,
+    schema1_platform,
+)
 from imagecheck.reference import Reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import (
@@ -92,6 +101,8 @@ class ClientOptions:
     mirrors: tuple[tuple[str, str], ...] = ()
     # Count a 401/403 on the manifest (after a token was granted) as missing.
     denied_as_missing: bool = False
+    # Found is not enough: the image must offer this platform.
+    platform: Platform | None = None
 
 
 @dataclass
@@ -244,6 +255,13 @@ class ImageChecker:
     async def _ask_manifest(self, ref: Reference, image: str) -> CheckResult:
         registry = await self._registry(ref)
         candidates = self.keychain.resolve(ref)
+        if self.options.platform is not None:
+            # The platform list is in the body: one GET instead of HEAD.
+            response, auth, body = await self._send("GET", ref, registry, candidates)
+            result = self._classify(ref, image, response, auth, body)
+            if result.status is not Status.FOUND:
+                return result
+            return await self._match_platform(ref, registry, candidates, result, body)
         response, auth, _ = await self._send("HEAD", ref, registry, candidates)
         digest = response.headers.get("Docker-Content-Digest")
         if response.status_code in HEAD_UNSUPPORTED or (
@@ -254,16 +272,63 @@ class ImageChecker:
             return self._classify(ref, image, response, auth, body)
         return self._classify(ref, image, response, auth, None)
 
+    async def _match_platform(
+        self,
+        ref: Reference,
+        registry: _Registry,
+        candidates: Sequence[Credentials],
+        result: CheckResult,
+        body: bytes,
+    ) -> CheckResult:
+        """Found, but for this platform? An index lists its platforms; a single manifest
+        names its config blob, which says (one more GET)."""
+        want = self.options.platform
+        assert want is not None
+        offered = await self._platforms_of(ref, registry, candidates, result, body)
+        if any(want.satisfied_by(p) for p in offered):
+            return replace(result, message=f"{result.message}, with {want}")
+        return replace(
+            result,
+            status=Status.MISSING,
+            message=f"{ref} exists but not for {want}; it has: {describe(offered)}",
+        )
+
+    async def _platforms_of(
+        self,
+        ref: Reference,
+        registry: _Registry,
+        candidates: Sequence[Credentials],
+        result: CheckResult,
+        body: bytes,
+    ) -> list[Platform]:
+        if result.media_type in INDEX_MEDIA_TYPES or b'"manifests"' in body:
+            return index_platforms(body)
+        legacy = schema1_platform(body)
+        if legacy is not None:
+            return [legacy]
+        path = f"/v2/{ref.repository}/blobs/{config_digest(body)}"
+        response, _, config = await self._send("GET", ref, registry, candidates, path=path)
+        if response.status_code != 200:
+            raise ProtocolError(
+                f"{ref.api_host} answered HTTP {response.status_code} for the image config",
+                status_code=response.status_code,
+            )
+        return [config_platform(config)]
+
     async def _send(
         self,
         method: str,
         ref: Reference,
         registry: _Registry,
         candidates: Sequence[Credentials],
+        *,
+        path: str | None = None,
     ) -> tuple[httpx.Response, RegistryAuth, bytes]:
-        """One manifest request through the auth flow; transient answers raise."""
+        """One request (the manifest, unless ``path`` says otherwise) through the auth flow;
+        transient answers raise."""
         assert registry.auth is not None
-        url = registry.auth.base_url.join(f"/v2/{ref.repository}/manifests/{ref.identifier}")
+        path = path or f"/v2/{ref.repository}/manifests/{ref.identifier}"
+        url = registry.auth.base_url.join(path)
         client = self._client_for(ref)
         auth = RegistryAuth(registry.auth, candidates, self._tokens, TokenFetcher(client))
         request = client.build_request(method, url, headers={"Accept": MANIFEST_ACCEPT})
