@@ -20,7 +20,8 @@ import click
 from imagecheck import __version__
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import CachingKeychain, Credentials, Keychain
-from imagecheck.errors import ImagecheckError, InvalidReferenceError, UsageError
+from imagecheck.errors import ImagecheckError, InvalidReferenceError, RegistryError, UsageError
+from imagecheck.kube import InCluster, KubeClient
 from imagecheck.platform import parse_platform
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.render import render_json, render_text, shown, termination_summary
@@ -231,7 +232,7 @@ class CheckSettings:
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
-@click.argument("images", nargs=-1, required=True)
+@click.argument("images", nargs=-1)
 @click.option(
     "-o",
     "--output",
@@ -240,8 +241,34 @@ class CheckSettings:
     show_default=True,
     help="Output format (json: an array in input order, see README).",
 )
+@click.option(
+    "--from-pod",
+    is_flag=True,
+    help="Also check the images of this pod's other containers, read from the Kubernetes "
+    "API (POD_NAME/POD_NAMESPACE from the Downward API; RBAC: get pods).",
+)
+@click.option(
+    "--use-pod-pull-secrets",
+    is_flag=True,
+    help="With --from-pod: also use the pod's imagePullSecrets (RBAC: get those secrets).",
+)
+@click.option(
+    "--self",
+    "self_container",
+    default="imagecheck",
+    show_default=True,
+    metavar="NAME",
+    help="With --from-pod: the name of imagecheck's own container, which is skipped.",
+)
 @check_options
-def check(images: tuple[str, ...], output: str, **options: Any) -> None:
+def check(
+    images: tuple[str, ...],
+    output: str,
+    from_pod: bool,
+    use_pod_pull_secrets: bool,
+    self_container: str,
+    **options: Any,
+) -> None:
     """Check that each IMAGE exists in its registry.
 
     IMAGE is a reference such as busybox:1.36, ghcr.io/org/app:1.0.0 or
@@ -259,14 +286,20 @@ def check(images: tuple[str, ...], output: str, **options: Any) -> None:
         fail(exc.message)
     except UsageError as exc:
         fail(str(exc))
+    pod_secrets: list[tuple[str, str]] = []
+    if from_pod:
+        pod_images, pod_secrets = _read_pod(self_container, use_pod_pull_secrets, settings)
+        images = (*images, *(i for i in pod_images if i not in images))
+    elif use_pod_pull_secrets:
+        fail("--use-pod-pull-secrets goes with --from-pod")
+    if not images:
+        fail("no IMAGE to check (name some, or use --from-pod)")
     parsed = _parse_all(images)
     invalid = [r for r in parsed if r.status is Status.INVALID]
     if invalid:
         # Nothing is sent anywhere when any reference is invalid (exit 2).
         _finish(invalid, output, settings)
-    keychain = _keychain(
-        settings.username, settings.password_stdin, settings.docker_config, settings.pull_secrets
-    )
+    keychain = _keychain(settings, pod_secrets)
     items = [(r.image, r.reference) for r in parsed if r.reference is not None]
     _resolve_all(keychain, [ref for _, ref in items])
     results = _run(_check_all(client_options, keychain, items, settings.deadline, wait))
@@ -333,12 +366,28 @@ def _parse_all(images: Sequence[str]) -> list[CheckResult]:
     return parsed
 
 
-def _keychain(
-    username: str | None,
-    password_stdin: bool,
-    docker_config: str | None,
-    pull_secrets: Sequence[str],
-) -> Keychain:
+def _read_pod(
+    self_container: str, with_secrets: bool, settings: CheckSettings
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """The pod's other images and, if asked, its pull secrets' JSON, from the API."""
+    try:
+        cluster = InCluster.from_env()
+        with KubeClient(cluster, timeout=settings.timeout) as kube:
+            pod = kube.pod_images(self_container)
+            secrets = [
+                (kube.pull_secret_json(name), f"secret {cluster.namespace}/{name}")
+                for name in (pod.pull_secret_names if with_secrets else [])
+            ]
+    except UsageError as exc:
+        fail(str(exc))
+    except RegistryError as exc:
+        _write_termination_log(settings.termination_log, f"imagecheck: {exc}")
+        fail(str(exc), EXIT_ERROR)
+    return pod.images, secrets
+
+
+def _keychain(settings: CheckSettings, pod_secrets: Sequence[tuple[str, str]]) -> Keychain:
+    username, password_stdin = settings.username, settings.password_stdin
     static: Credentials | None = None
     password = os.environ.get("IMAGECHECK_PASSWORD")
     if password_stdin:
@@ -353,7 +402,10 @@ def _keychain(
         static = Credentials(username=username, password=password, source="--username")
     try:
         chain = default_keychain(
-            static=static, docker_config=docker_config, pull_secrets=pull_secrets
+            static=static,
+            docker_config=settings.docker_config,
+            pull_secrets=settings.pull_secrets,
+            pod_pull_secrets=pod_secrets,
         )
     except UsageError as exc:
         fail(str(exc))

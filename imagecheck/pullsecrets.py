@@ -17,6 +17,7 @@ itself. Every secret's entries go into one keyring, as the kubelet's ``BasicDock
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -64,10 +65,16 @@ class PullSecretKeychain:
         return tuple(found)
 
     @classmethod
-    def from_paths(cls, paths: Iterable[str | Path]) -> PullSecretKeychain:
+    def from_paths(
+        cls, paths: Iterable[str | Path], texts: Iterable[tuple[str, str]] = ()
+    ) -> PullSecretKeychain:
+        """Secrets mounted at ``paths``, then secrets given as ``(json text, where)``
+        (read through the Kubernetes API), all in one keyring."""
         entries: list[tuple[RegistryKey, Credentials]] = []
         for path in paths:
             entries.extend(_read_secret(Path(path)))
+        for text, where in texts:
+            entries.extend(_entries(_parse_json(text, where), where))
         # Reverse lexical order of the key text: more specific paths first; stable for ties
         # so that entries of the first secret named are tried first.
         entries.sort(key=lambda item: item[0].text, reverse=True)
@@ -84,13 +91,26 @@ def _read_secret(path: Path) -> list[tuple[RegistryKey, Credentials]]:
         )
     if not path.exists():
         raise CredentialsError(f"pull secret {path} does not exist")
-    data = load_json_file(path)
+    return _entries(load_json_file(path), f"pull secret {path}")
+
+
+def _parse_json(text: str, where: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CredentialsError(f"{where}: invalid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise CredentialsError(f"{where}: expected a JSON object")
+    return data
+
+
+def _entries(data: dict[str, Any], where: str) -> list[tuple[RegistryKey, Credentials]]:
     # .dockerconfigjson wraps the entries in "auths"; the legacy .dockercfg does not.
     auths: Any = data.get("auths") if "auths" in data else data
     if not isinstance(auths, dict):
-        raise CredentialsError(f"{path}: 'auths' must be an object")
+        raise CredentialsError(f"{where}: 'auths' must be an object")
     return [
-        (parse_registry_key(key), decode_auth_entry(entry, where=f"pull secret {path} ({key})"))
+        (parse_registry_key(key), decode_auth_entry(entry, where=f"{where} ({key})"))
         for key, entry in auths.items()
     ]
 

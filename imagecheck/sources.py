@@ -1,7 +1,8 @@
 """Which credential sources are read, and in what order (the documented precedence):
 
 1. ``--username`` + ``--password-stdin`` (or ``IMAGECHECK_USERNAME`` / ``IMAGECHECK_PASSWORD``)
-2. Kubernetes pull secrets: ``--pull-secret`` and ``IMAGECHECK_PULL_SECRETS``
+2. Kubernetes pull secrets: ``--pull-secret``, ``IMAGECHECK_PULL_SECRETS``, and the pod's own
+   ``imagePullSecrets`` read through the API (``--use-pod-pull-secrets``)
 3. ``DOCKER_AUTH_CONFIG`` (a config.json as text, as GitLab CI passes it)
 4. Docker's ``config.json`` (``--docker-config``, ``$DOCKER_CONFIG``, ``~/.docker``), then
    podman's ``auth.json`` (``REGISTRY_AUTH_FILE``, ``$XDG_RUNTIME_DIR/containers/auth.json``)
@@ -56,6 +57,7 @@ def default_keychain(
     static: Credentials | None = None,
     static_registries: Iterable[str] = (),
     pull_secrets: Sequence[str] = (),
+    pod_pull_secrets: Sequence[tuple[str, str]] = (),
     docker_config: str | None = None,
     env: dict[str, str] | None = None,
 ) -> Keychain:
@@ -70,8 +72,8 @@ def default_keychain(
         if not hosts:
             chain.append(StaticKeychain(static))
     secrets = pull_secret_paths(pull_secrets, env)
-    if secrets:
-        chain.append(PullSecretKeychain.from_paths(secrets))
+    if secrets or pod_pull_secrets:
+        chain.append(PullSecretKeychain.from_paths(secrets, pod_pull_secrets))
     if env.get("DOCKER_AUTH_CONFIG"):
         chain.append(
             AuthsKeychain.from_json_text(env["DOCKER_AUTH_CONFIG"], where="DOCKER_AUTH_CONFIG")
