@@ -10,8 +10,8 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -24,9 +24,18 @@ from imagecheck.errors import ImagecheckError, InvalidReferenceError, RegistryEr
 from imagecheck.kube import InCluster, KubeClient
 from imagecheck.platform import parse_platform
 from imagecheck.reference import Reference, parse_reference
-from imagecheck.render import render_json, render_text, shown, termination_summary
+from imagecheck.render import (
+    render_json,
+    render_scan_github,
+    render_scan_json,
+    render_scan_text,
+    render_text,
+    shown,
+    termination_summary,
+)
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline
+from imagecheck.scanning import PLACEHOLDER, scan_paths
 from imagecheck.sources import default_keychain
 from imagecheck.wait import wait_for_images
 
@@ -50,6 +59,8 @@ _EXIT_PRECEDENCE = (
 )
 
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+# A progress line on stderr (a terminal only) when a scan checks more images than this.
+_PROGRESS_MIN = 20
 _NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
@@ -306,21 +317,90 @@ def check(
     _finish(results, output, settings)
 
 
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("paths", nargs=-1, required=True)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json", "github"]),
+    default="text",
+    show_default=True,
+    help="text: grouped by status with file:line; json: every occurrence with its result; "
+    "github: workflow commands that annotate a pull request.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Template placeholders ({{ .Values.image }}, ${IMAGE}) count as invalid references "
+    "instead of being skipped.",
+)
+@check_options
+def scan(paths: tuple[str, ...], output: str, strict: bool, **options: Any) -> None:
+    """Find every image in PATHS and check each distinct one once.
+
+    PATHS are Kubernetes YAML files (every workload kind, List, custom resources with a pod
+    template), Docker Compose files, Dockerfiles, directories (recursively), or - for stdin
+    (helm template ... | imagecheck scan -). Invalid files are reported (exit 2) and the rest
+    is still checked.
+    """
+    settings = CheckSettings(**options)
+    _setup_logging(settings.verbose)
+    try:
+        client_options, wait = settings.client_options(), settings.wait_seconds
+    except click.BadParameter as exc:
+        fail(exc.message)
+    except UsageError as exc:
+        fail(str(exc))
+    occurrences, problems = scan_paths(paths, stdin=sys.stdin)
+    if strict:  # placeholders become references (invalid ones); compose builds stay skipped
+        occurrences = [
+            replace(o, skipped=None) if o.skipped and o.skipped.startswith(PLACEHOLDER) else o
+            for o in occurrences
+        ]
+    distinct = list(dict.fromkeys(o.image for o in occurrences if not o.skipped))
+    parsed = _parse_all(distinct)
+    results = {r.image: r for r in parsed if r.status is Status.INVALID}
+    items = [(r.image, r.reference) for r in parsed if r.reference is not None]
+    if items:
+        keychain = _keychain(settings, [])
+        _resolve_all(keychain, [ref for _, ref in items])
+        if len(items) > _PROGRESS_MIN and sys.stderr.isatty():
+            click.echo(f"imagecheck: checking {len(items)} distinct images...", err=True)
+        checked = _run(_check_all(client_options, keychain, items, settings.deadline, wait))
+        results.update((r.image, r) for r in checked)
+    renderer = {"text": render_scan_text, "json": render_scan_json, "github": render_scan_github}
+    text = renderer[output](occurrences, results, problems)
+    if text:
+        click.echo(text)
+    for problem in problems if output != "text" else []:
+        click.echo(
+            f"imagecheck: error: {problem.file}:{problem.line or 0}: {problem.message}", err=True
+        )
+    code = exit_code(list(results.values()), errors_pass=settings.on_error == "pass")
+    _warn_passed_errors(results.values(), settings)
+    sys.exit(EXIT_USAGE if problems else code)
+
+
 def _finish(results: Sequence[CheckResult], output: str, settings: CheckSettings) -> NoReturn:
     """Render, warn, write the termination message, and exit with the one exit code."""
     click.echo(render_json(results) if output == "json" else render_text(results))
     code = exit_code(results, errors_pass=settings.on_error == "pass")
-    if settings.on_error == "pass":
-        for r in results:
-            if r.status is Status.ERROR:
-                click.echo(
-                    f"imagecheck: warning: could not check {shown(r)} ({r.message}); "
-                    "passing because of --on-error pass",
-                    err=True,
-                )
+    _warn_passed_errors(results, settings)
     if code != EXIT_OK:
         _write_termination_log(settings.termination_log, termination_summary(results))
     sys.exit(code)
+
+
+def _warn_passed_errors(results: Iterable[CheckResult], settings: CheckSettings) -> None:
+    if settings.on_error != "pass":
+        return
+    for r in results:
+        if r.status is Status.ERROR:
+            click.echo(
+                f"imagecheck: warning: could not check {shown(r)} ({r.message}); "
+                "passing because of --on-error pass",
+                err=True,
+            )
 
 
 def _write_termination_log(path: str, summary: str) -> None:

@@ -4,16 +4,21 @@ summary Kubernetes shows as a pod's termination message. Pure: returns strings."
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from imagecheck.result import CheckResult, Status
+from imagecheck.scanning import FileProblem, Occurrence
 
 # Kubernetes keeps at most 4096 bytes of a container's termination message.
 TERMINATION_LOG_LIMIT = 4096
 
 
 def shown(result: CheckResult) -> str:
-    return str(result.reference) if result.reference is not None else result.image
+    """The normalized reference; an invalid one as given, quoted when it has odd characters."""
+    if result.reference is not None:
+        return str(result.reference)
+    plain = result.image.isprintable() and not any(c.isspace() for c in result.image)
+    return result.image if plain else repr(result.image)
 
 
 def render_text(results: Sequence[CheckResult]) -> str:
@@ -44,3 +49,103 @@ def termination_summary(results: Sequence[CheckResult], limit: int = TERMINATION
         if len(candidate.encode()) <= limit:
             return candidate
     return encoded[: limit - 3].decode(errors="ignore") + "..."
+
+
+def _where(occurrence: Occurrence) -> str:
+    parts = [p for p in (occurrence.kind, occurrence.name) if p]
+    what = "/".join(parts)
+    if occurrence.container and occurrence.container != occurrence.name:
+        what += f", container {occurrence.container}"
+    return f"{occurrence.file}:{occurrence.line}" + (f" ({what})" if what else "")
+
+
+def render_scan_text(
+    occurrences: Sequence[Occurrence],
+    results: Mapping[str, CheckResult],
+    problems: Sequence[FileProblem],
+) -> str:
+    """Grouped by status, worst first; each image once, with every place it is used."""
+    lines: list[str] = [
+        f"error    {p.file}{f':{p.line}' if p.line else ''}  {p.message}" for p in problems
+    ]
+    order = [Status.INVALID, Status.MISSING, Status.DENIED, Status.ERROR, Status.FOUND]
+    skipped = [o for o in occurrences if o.skipped]
+    for status in order:
+        images = [i for i in dict.fromkeys(o.image for o in occurrences if not o.skipped)
+                  if results[i].status is status]  # fmt: skip
+        if not images:
+            continue
+        lines.append(f"{status.value} ({len(images)})")
+        for image in images:
+            r = results[image]
+            detail = r.digest if status is Status.FOUND and r.digest else r.message
+            lines.append(f"  {shown(r)}  {detail}".rstrip())
+            lines.extend(
+                f"    {_where(o)}" for o in occurrences if o.image == image and not o.skipped
+            )
+    if skipped:
+        lines.append(f"skipped ({len(skipped)})")
+        lines.extend(f"  {o.image}  {o.skipped}\n    {_where(o)}" for o in skipped)
+    return "\n".join(lines)
+
+
+def render_scan_json(
+    occurrences: Sequence[Occurrence],
+    results: Mapping[str, CheckResult],
+    problems: Sequence[FileProblem],
+) -> str:
+    return json.dumps(
+        {
+            "occurrences": [
+                {
+                    "file": o.file,
+                    "line": o.line,
+                    "kind": o.kind,
+                    "name": o.name,
+                    "container": o.container,
+                    "image": o.image,
+                    "skipped": o.skipped,
+                    "result": None if o.skipped else results[o.image].to_dict(),
+                }
+                for o in occurrences
+            ],
+            "problems": [{"file": p.file, "line": p.line, "message": p.message} for p in problems],
+        },
+        indent=2,
+    )
+
+
+def _github_escape(text: str, *, property_value: bool = False) -> str:
+    """Workflow-command escaping (actions/toolkit command.ts)."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if property_value:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
+
+
+def render_scan_github(
+    occurrences: Sequence[Occurrence],
+    results: Mapping[str, CheckResult],
+    problems: Sequence[FileProblem],
+) -> str:
+    """``::error file=...,line=...::...`` workflow commands: GitHub Actions annotates the pull
+    request's files with them. Found images say nothing; skipped ones are notices."""
+    lines = []
+    for p in problems:
+        props = f"file={_github_escape(p.file, property_value=True)}"
+        if p.line:
+            props += f",line={p.line}"
+        lines.append(f"::error {props},title=imagecheck::{_github_escape(p.message)}")
+    for o in occurrences:
+        props = f"file={_github_escape(o.file, property_value=True)},line={o.line}"
+        if o.skipped:
+            lines.append(
+                f"::notice {props},title=imagecheck::{_github_escape(f'{o.image}: {o.skipped}')}"
+            )
+            continue
+        r = results[o.image]
+        if r.status is Status.FOUND:
+            continue
+        message = _github_escape(f"{r.status.value}: {shown(r)}: {r.message}")
+        lines.append(f"::error {props},title=image {r.status.value}::{message}")
+    return "\n".join(lines)

@@ -1,0 +1,32 @@
+"""``imagecheck scan``'s first half: find the image references in files, without the network.
+
+Reads Kubernetes manifests (every workload kind, ``List`` items, custom resources with a pod
+template), Docker Compose files (``services.<name>.image``) and Dockerfiles (``FROM``, with
+``ARG`` defaults substituted)::
+
+    occurrences, problems = scan_paths(["k8s/", "docker-compose.yml", "Dockerfile"])
+
+Each :class:`Occurrence` is the reference *as written*, with its file and line; it is not
+parsed here, so an invalid one still comes back for the checker to report. A template
+placeholder (``{{ .Values.image }}``, ``${IMAGE}``, ``$(TAG)``, an ``ARG`` without a default)
+comes back with ``skipped`` saying so. A file that cannot be read, or a YAML document that
+does not parse, is a :class:`FileProblem`; the other documents and files are still scanned.
+Results are ordered by file (as given; sorted within a directory), then by line.
+
+- ``_yamltree``: YAML events into nodes that keep their lines, aliases included
+- ``_manifests``: Kubernetes and Compose images in those nodes
+- ``_dockerfile``: ``FROM`` lines, continuations, ``ARG`` substitution, stages
+- ``_files``: which files, read how; ``scan_text`` and ``scan_paths``
+"""
+
+from imagecheck.scanning._files import scan_paths, scan_text
+from imagecheck.scanning._model import BUILT_BY_COMPOSE, PLACEHOLDER, FileProblem, Occurrence
+
+__all__ = [
+    "BUILT_BY_COMPOSE",
+    "PLACEHOLDER",
+    "FileProblem",
+    "Occurrence",
+    "scan_paths",
+    "scan_text",
+]

@@ -1,0 +1,55 @@
+"""The values a scan returns, and the one rule every format shares: template placeholders."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["FileProblem", "Occurrence", "placeholder_in"]
+
+
+# The skip reason for an image a compose service builds itself (--strict does not undo it).
+BUILT_BY_COMPOSE = "built by compose"
+# The skip reason prefix for template placeholders (--strict counts them as invalid).
+PLACEHOLDER = "template placeholder"
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One image reference found in a file, as written there.
+
+    ``image`` is not parsed: an invalid reference is still an occurrence (the checker reports
+    it). ``skipped`` says why it is not to be checked, e.g. ``"template placeholder
+    {{ .Values.image }}"``; whether a skipped image fails the run is the caller's decision.
+    """
+
+    image: str
+    file: str
+    line: int
+    kind: str
+    name: str | None
+    container: str | None
+    skipped: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileProblem:
+    """A file, or part of one, that could not be scanned; ``message`` is one line."""
+
+    file: str
+    line: int | None
+    message: str
+
+
+# Helm/Go templates, shell and compose interpolation (${IMAGE}, ${TAG:-1}), Tekton and
+# Kubernetes-style $(TAG), bare $IMAGE. "$" and "{" are never part of a valid reference, so
+# a match cannot hide a real image.
+_PLACEHOLDER = re.compile(
+    r"\{\{.*?(?:\}\}|$)|\$\{[^}]*\}?|\$\([^)]*\)?|\$[A-Za-z_][A-Za-z0-9_]*", re.DOTALL
+)
+
+
+def placeholder_in(text: str) -> str | None:
+    """The first template placeholder in ``text``, as written, or None."""
+    match = _PLACEHOLDER.search(text)
+    return None if match is None else match.group(0)
