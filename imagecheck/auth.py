@@ -38,6 +38,7 @@ from imagecheck.challenge import Challenge, pick_challenge
 from imagecheck.credentials import Credentials
 from imagecheck.errors import AuthenticationError, ProtocolError, TransientError
 from imagecheck.retry import TRANSIENT_STATUS_CODES, parse_retry_after
+from imagecheck.transport import transport_errors
 
 # A token response is a small JSON object; anything larger is not one (issue #3).
 MAX_TOKEN_RESPONSE = 64 * 1024
@@ -210,11 +211,12 @@ class TokenFetcher:
             return None
 
     async def _send(self, request: httpx.Request, creds: Credentials | None) -> Token:
-        response = await self._client.send(request, stream=True, follow_redirects=True)
-        try:
-            body = await read_capped(response, MAX_TOKEN_RESPONSE, "token response")
-        finally:
-            await response.aclose()
+        async with transport_errors(f"token service {request.url.netloc.decode()}"):
+            response = await self._client.send(request, stream=True, follow_redirects=True)
+            try:
+                body = await read_capped(response, MAX_TOKEN_RESPONSE, "token response")
+            finally:
+                await response.aclose()
         status = response.status_code
         if request.method == "POST" and status in (404, 405):
             raise _NoOAuth
@@ -320,6 +322,8 @@ class RegistryAuth(httpx.Auth):
                 return
             if not fresh:
                 header, _ = await self._authorization(request, creds, refresh=True)
+                if header is None:
+                    continue  # nothing new to offer (anonymous Basic): not the same request again
                 _set_auth(request, header)
                 response = yield request
                 if response.status_code != 401:

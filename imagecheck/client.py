@@ -15,7 +15,6 @@ import hashlib
 import json
 import logging
 import re
-import ssl
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -59,6 +58,7 @@ from imagecheck.retry import (
     parse_retry_after,
 )
 from imagecheck.tls import insecure_ssl_context, is_loopback, make_ssl_context
+from imagecheck.transport import transport_errors
 
 log = logging.getLogger("imagecheck")
 
@@ -132,6 +132,7 @@ class ImageChecker:
         self._verify = make_ssl_context(self.options.ca_files)
         self._registries: dict[str, _Registry] = {}
         self._tokens = TokenCache()
+        self._last_error: dict[str, str] = {}
         limits = httpx.Limits(max_connections=max(1, self.options.concurrency))
         common = {
             "timeout": httpx.Timeout(self.options.timeout),
@@ -189,11 +190,14 @@ class ImageChecker:
         for image, ref in items:
             task = unique[ref]
             if task.cancelled():
+                last = self._last_error.get(image)
+                message = "deadline exceeded before the registry answered"
                 result = CheckResult(
                     image,
                     ref,
                     Status.ERROR,
-                    message="deadline exceeded before the registry answered",
+                    message=f"{message} (last error: {last})" if last else message,
+                    registry=ref.api_host,
                 )
             else:
                 result = task.result()
@@ -248,9 +252,15 @@ class ImageChecker:
             async with asyncio.timeout(self.options.timeout):
                 return await self._ask_manifest(ref, image)
         except TimeoutError:
-            raise TransientError(
+            error = TransientError(
                 f"{ref.api_host} did not answer within {self.options.timeout:g}s"
-            ) from None
+            )
+            self._last_error[image] = str(error)
+            raise error from None
+        except RegistryError as exc:
+            # Kept so that a check the deadline cuts short can still say what went wrong.
+            self._last_error[image] = str(exc)
+            raise
 
     async def _ask_manifest(self, ref: Reference, image: str) -> CheckResult:
         registry = await self._registry(ref)
@@ -332,7 +342,7 @@ class ImageChecker:
         client = self._client_for(ref)
         auth = RegistryAuth(registry.auth, candidates, self._tokens, TokenFetcher(client))
         request = client.build_request(method, url, headers={"Accept": MANIFEST_ACCEPT})
-        async with _transport_errors(ref.api_host):
+        async with transport_errors(ref.api_host):
             response = await client.send(request, auth=auth, stream=True)
             try:
                 body = await _read_body(response)
@@ -418,7 +428,7 @@ class ImageChecker:
         for scheme in schemes:
             url = httpx.URL(f"{scheme}://{ref.api_host}/v2/")
             try:
-                async with _transport_errors(ref.api_host):
+                async with transport_errors(ref.api_host):
                     response = await client.get(url)
             except TransientError as exc:
                 if scheme == schemes[-1]:
@@ -483,50 +493,6 @@ class ImageChecker:
             response.request.method,
             response.request.url.copy_with(query=None),
         )
-
-
-class _transport_errors:
-    """Turns httpx transport exceptions into imagecheck's error tree."""
-
-    def __init__(self, host: str) -> None:
-        self.host = host
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
-        if exc is None or not isinstance(exc, httpx.HTTPError):
-            return False
-        cert = _certificate_problem(exc)
-        if cert is not None:
-            raise RegistryError(
-                f"TLS certificate of {self.host} is not trusted ({cert}); "
-                "pass --ca-file with the CA that signed it"
-            ) from None
-        if isinstance(exc, httpx.TimeoutException):
-            raise TransientError(f"timed out talking to {self.host}") from None
-        if isinstance(exc, httpx.TooManyRedirects):
-            raise ProtocolError(f"{self.host}: too many redirects") from None
-        if isinstance(exc, httpx.TransportError):
-            raise TransientError(f"cannot talk to {self.host}: {_describe(exc)}") from None
-        raise ProtocolError(f"{self.host}: {_describe(exc)}") from None
-
-
-def _certificate_problem(exc: BaseException) -> str | None:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLCertVerificationError):
-            return seen.verify_message or "verification failed"
-        seen = seen.__cause__ or seen.__context__
-    text = str(exc)
-    if "CERTIFICATE_VERIFY_FAILED" in text:
-        return text.split("CERTIFICATE_VERIFY_FAILED", 1)[1].strip(" ]:()") or "verify failed"
-    return None
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text or type(exc).__name__
 
 
 async def _read_body(response: httpx.Response) -> bytes:
