@@ -35,7 +35,6 @@ from imagecheck.render import (
 )
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline
-from imagecheck.scanning import PLACEHOLDER, scan_paths
 from imagecheck.sources import default_keychain
 from imagecheck.wait import wait_for_images
 
@@ -351,6 +350,8 @@ def scan(paths: tuple[str, ...], output: str, strict: bool, **options: Any) -> N
         fail(exc.message)
     except UsageError as exc:
         fail(str(exc))
+    from imagecheck.scanning import PLACEHOLDER, scan_paths  # noqa: PLC0415 - PyYAML, only here
+
     occurrences, problems = scan_paths(paths, stdin=sys.stdin)
     if strict:  # placeholders become references (invalid ones); compose builds stay skipped
         occurrences = [

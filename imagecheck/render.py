@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from imagecheck.result import CheckResult, Status
-from imagecheck.scanning import FileProblem, Occurrence
+
+if TYPE_CHECKING:  # scanning needs PyYAML: not loaded by `check` (an initContainer's start-up)
+    from imagecheck.scanning import FileProblem, Occurrence
 
 # Kubernetes keeps at most 4096 bytes of a container's termination message.
 TERMINATION_LOG_LIMIT = 4096

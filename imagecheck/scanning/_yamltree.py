@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import yaml
 
@@ -35,7 +35,9 @@ __all__ = [
     "documents",
 ]
 
-Loader = type[yaml.CSafeLoader] | type[yaml.SafeLoader]
+if TYPE_CHECKING:
+    Loader = type[yaml.CSafeLoader] | type[yaml.SafeLoader]
+# libyaml's C parser when PyYAML was built with it; the pure-Python one gives the same events.
 DEFAULT_LOADER: Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DOCUMENT_MARKER = re.compile(r"^---(?:[ \t]|$)", re.MULTILINE)
 
