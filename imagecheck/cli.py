@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import signal
+import ssl
 import sys
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -144,29 +145,25 @@ def _registry_host(text: str) -> str:
     return ref.registry
 
 
-def check_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The options every command that checks images takes (check, and scan later)."""
+def _apply(command: Callable[..., None], options: list[Any]) -> Callable[..., None]:
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def registry_options(command: Callable[..., None]) -> Callable[..., None]:
+    """How to reach registries and which credentials to offer: check, scan and serve."""
     options = [
         click.option("--concurrency", type=click.IntRange(1, 256), default=16, show_default=True,
                      help="Images checked at once."),
         click.option("--timeout", type=click.FloatRange(0.1, 3600), default=10.0,
                      show_default=True,
                      help="Seconds allowed for one attempt (connect, auth, answer)."),
-        click.option("--deadline", type=click.FloatRange(0.1, 86400), default=60.0,
-                     show_default=True,
-                     help="Seconds allowed for the whole run, retries included."),
         click.option("--retries", type=click.IntRange(0, 20), default=3, show_default=True,
                      help="Retries of a transient failure (connection errors, 408, 429, 5xx)."),
-        click.option("--wait", "wait", metavar="DURATION", default=None,
-                     help="Poll until missing images appear or DURATION (90s, 5m) passes; "
-                     "progress on stderr."),
         click.option("--denied-as-missing", is_flag=True,
                      help="Count a denial after successful authentication as missing (exit 1): "
                      "for registries that deny what does not exist (Docker Hub, Artifactory)."),
-        click.option("--on-error", type=click.Choice(["fail", "pass"]), default="fail",
-                     show_default=True,
-                     help="pass: a registry that cannot be reached or keeps failing lets the "
-                     "check pass with a warning (exit 0); missing images still fail."),
         click.option("--platform", metavar="OS/ARCH[/VARIANT]|auto", default=None,
                      help="Also require the image for this platform (an index must list it; a "
                      "single manifest's config must name it); auto: this machine's."),
@@ -191,15 +188,35 @@ def check_options(command: Callable[..., None]) -> Callable[..., None]:
                      help="A mounted Kubernetes pull secret: a directory holding "
                      ".dockerconfigjson or .dockercfg, or the file itself (repeatable) "
                      "[env: IMAGECHECK_PULL_SECRETS]."),
+        click.option("-v", "--verbose", is_flag=True, help="Log each HTTP request to stderr."),
+    ]  # fmt: skip
+    return _apply(command, options)
+
+
+def run_options(command: Callable[..., None]) -> Callable[..., None]:
+    """How a one-off run ends: its deadline, waiting, failure policy, termination message."""
+    options = [
+        click.option("--deadline", type=click.FloatRange(0.1, 86400), default=60.0,
+                     show_default=True,
+                     help="Seconds allowed for the whole run, retries included."),
+        click.option("--wait", "wait", metavar="DURATION", default=None,
+                     help="Poll until missing images appear or DURATION (90s, 5m) passes; "
+                     "progress on stderr."),
+        click.option("--on-error", type=click.Choice(["fail", "pass"]), default="fail",
+                     show_default=True,
+                     help="pass: a registry that cannot be reached or keeps failing lets the "
+                     "check pass with a warning (exit 0); missing images still fail."),
         click.option("--termination-log", metavar="PATH", default=DEFAULT_TERMINATION_LOG,
                      show_default=True,
                      help="On failure, write a one-line summary here when the file exists "
                      "(Kubernetes shows it as the pod's termination message)."),
-        click.option("-v", "--verbose", is_flag=True, help="Log each HTTP request to stderr."),
     ]  # fmt: skip
-    for option in reversed(options):
-        command = option(command)
-    return command
+    return _apply(command, options)
+
+
+def check_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Every option of a command that checks images once (check, scan)."""
+    return run_options(registry_options(command))
 
 
 @dataclass(frozen=True)
@@ -208,11 +225,8 @@ class CheckSettings:
 
     concurrency: int
     timeout: float
-    deadline: float
     retries: int
-    wait: str | None
     denied_as_missing: bool
-    on_error: str
     platform: str | None
     mirrors: tuple[str, ...]
     insecure: tuple[str, ...]
@@ -221,8 +235,12 @@ class CheckSettings:
     password_stdin: bool
     docker_config: str | None
     pull_secrets: tuple[str, ...]
-    termination_log: str
     verbose: bool
+    # run options (check, scan); serve has its own notion of each
+    deadline: float = 60.0
+    wait: str | None = None
+    on_error: str = "fail"
+    termination_log: str = DEFAULT_TERMINATION_LOG
 
     def client_options(self) -> ClientOptions:
         return ClientOptions(
@@ -380,6 +398,133 @@ def scan(paths: tuple[str, ...], output: str, strict: bool, **options: Any) -> N
     code = exit_code(list(results.values()), errors_pass=settings.on_error == "pass")
     _warn_passed_errors(results.values(), settings)
     sys.exit(EXIT_USAGE if problems else code)
+
+
+SERVE_HELP = """\b
+Endpoints: POST /validate (AdmissionReview admission.k8s.io/v1), GET /healthz, /readyz,
+/metrics (Prometheus). Logs are JSON lines on stderr.
+Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate, config)."""
+
+
+@cli.command(epilog=SERVE_HELP)
+@click.option(
+    "--listen",
+    default="0.0.0.0:8443",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Address to serve on.",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="PEM certificate (chain); reloaded when the file changes.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="PEM private key; reloaded with the certificate.",
+)
+@click.option(
+    "--insecure-http",
+    is_flag=True,
+    help="Serve plain HTTP without --tls-cert/--tls-key (tests only: the API "
+    "server only calls webhooks over HTTPS).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["deny", "warn"]),
+    default="deny",
+    show_default=True,
+    help="deny: refuse objects with missing images; warn: allow them with warnings.",
+)
+@click.option(
+    "--on-error",
+    type=click.Choice(["fail", "pass"]),
+    default="pass",
+    show_default=True,
+    help="What a denial or a failing registry does: pass (allow, with a warning) or "
+    "fail (refuse). Missing images are always refused in deny mode.",
+)
+@click.option(
+    "--review-deadline",
+    type=click.FloatRange(0.5, 30),
+    default=8.0,
+    show_default=True,
+    help="Seconds to answer a review; keep it below the webhook's timeoutSeconds.",
+)
+@click.option(
+    "--cache-ttl",
+    default="60s",
+    show_default=True,
+    metavar="DURATION",
+    help="How long a tag found stays cached (found digests stay for good).",
+)
+@click.option(
+    "--missing-ttl",
+    default="10s",
+    show_default=True,
+    metavar="DURATION",
+    help="How long a missing image stays cached.",
+)
+@registry_options
+def serve(
+    listen: str,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    insecure_http: bool,
+    mode: str,
+    on_error: str,
+    review_deadline: float,
+    cache_ttl: str,
+    missing_ttl: str,
+    **options: Any,
+) -> None:
+    """Run the validating admission webhook: refuse workloads whose images do not exist.
+
+    Needs the webhook extra: pip install 'imagecheck[webhook]'.
+    """
+    try:  # the optional extra: imported only here
+        from imagecheck.webhook import server  # noqa: PLC0415
+    except ImportError as exc:
+        fail(f"serve needs the webhook extra: pip install 'imagecheck[webhook]' ({exc.name})")
+    settings = CheckSettings(**options)
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        fail(f"--listen {listen!r}: expected HOST:PORT, e.g. 0.0.0.0:8443")
+    if (tls_cert is None) != (tls_key is None):
+        fail("--tls-cert and --tls-key go together")
+    if tls_cert is None and not insecure_http:
+        fail("serve needs --tls-cert and --tls-key (or --insecure-http for tests)")
+    try:
+        client_options = settings.client_options()
+        serve_settings = server.ServeSettings(
+            host=host.strip("[]") or "0.0.0.0",  # noqa: S104 - a webhook listens for the API server
+            port=int(port),
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            warn_only=mode == "warn",
+            errors_pass=on_error == "pass",
+            review_deadline=review_deadline,
+            tag_ttl=_duration(cache_ttl),
+            missing_ttl=_duration(missing_ttl),
+        )
+    except click.BadParameter as exc:
+        fail(exc.message)
+    except UsageError as exc:
+        fail(str(exc))
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(server.JsonFormatter())
+    for name in ("imagecheck", "aiohttp"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(logging.DEBUG if settings.verbose else logging.INFO)
+        logger.propagate = False
+    logging.getLogger("aiohttp").setLevel(logging.WARNING)
+    keychain = _keychain(settings, [])
+    try:
+        asyncio.run(server.serve(serve_settings, client_options, keychain))
+    except (OSError, ssl.SSLError) as exc:
+        fail(f"cannot serve on {listen}: {exc}")
 
 
 def _finish(results: Sequence[CheckResult], output: str, settings: CheckSettings) -> NoReturn:

@@ -17,7 +17,7 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Self
@@ -129,6 +129,8 @@ class ImageChecker:
         self.keychain: Keychain = keychain or AnonymousKeychain()
         self.retry = retry_policy or RetryPolicy(retries=self.options.retries)
         self.stats: Counter[str] = Counter()
+        # Called with (request kind, HTTP status) for every registry answer (metrics).
+        self.observers: list[Callable[[str, int], None]] = []
         self._verify = make_ssl_context(self.options.ca_files)
         self._registries: dict[str, _Registry] = {}
         self._tokens = TokenCache()
@@ -470,12 +472,7 @@ class ImageChecker:
     # -- logging and counting -------------------------------------------------------------
 
     async def _on_request(self, request: httpx.Request) -> None:
-        kind = (
-            "ping"
-            if request.url.path == "/v2/"
-            else ("manifest" if "/manifests/" in request.url.path else "token")
-        )
-        self.stats[kind] += 1
+        self.stats[_request_kind(request)] += 1
         self.stats["requests"] += 1
         if not log.isEnabledFor(logging.DEBUG):
             return
@@ -485,6 +482,8 @@ class ImageChecker:
         log.debug("> %s %s%s", request.method, request.url.copy_with(query=None), shown)
 
     async def _on_response(self, response: httpx.Response) -> None:
+        for observe in self.observers:
+            observe(_request_kind(response.request), response.status_code)
         if not log.isEnabledFor(logging.DEBUG):
             return
         log.debug(
@@ -493,6 +492,15 @@ class ImageChecker:
             response.request.method,
             response.request.url.copy_with(query=None),
         )
+
+
+def _request_kind(request: httpx.Request) -> str:
+    path = request.url.path
+    if path == "/v2/":
+        return "ping"
+    if "/manifests/" in path:
+        return "manifest"
+    return "blob" if "/blobs/" in path else "token"
 
 
 async def _read_body(response: httpx.Response) -> bytes:
