@@ -477,6 +477,7 @@ def serve(
     review_deadline: float,
     cache_ttl: str,
     missing_ttl: str,
+    cert_reload_interval: str,
     **options: Any,
 ) -> None:
     """Run the validating admission webhook: refuse workloads whose images do not exist.
@@ -507,6 +508,7 @@ def serve(
             review_deadline=review_deadline,
             tag_ttl=_duration(cache_ttl),
             missing_ttl=_duration(missing_ttl),
+            reload_interval=max(0.1, _duration(cert_reload_interval)),
         )
     except click.BadParameter as exc:
         fail(exc.message)
