@@ -466,6 +466,13 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
     metavar="DURATION",
     help="How long a missing image stays cached.",
 )
+@click.option(
+    "--cert-reload-interval",
+    default="10s",
+    show_default=True,
+    metavar="DURATION",
+    help="How often to look for a rotated --tls-cert/--tls-key.",
+)
 @registry_options
 def serve(
     listen: str,
