@@ -1,0 +1,648 @@
+"""``examples/webhook/``: ``imagecheck serve`` as a validating admission webhook, checked offline.
+
+* Every Kubernetes object validates against the Kubernetes schemas of ``K8S_VERSION`` (1.30),
+  strict (kubernetes-validate). cert-manager's Issuer and Certificate are CRDs, which
+  kubernetes-validate has no schemas for: they are validated against the part of
+  cert-manager.io/v1's CRD schema that the example uses, strict too (an unknown or misspelt
+  field fails), and skipped by the core schema test on purpose.
+* The pieces fit together, as the API server, the kubelet and cert-manager will join them: the
+  Deployment's args are accepted by the real ``imagecheck serve``; its probes, Service, PDB and
+  mounts point at what exists; the ValidatingWebhookConfiguration calls that Service, answers
+  within its timeout, exempts the webhook's own namespace, and has its CA injected from the
+  Certificate that issues the serving certificate the pods mount.
+* With ``kubectl`` on PATH, the kustomization is built and yields exactly those objects.
+
+kubernetes-validate (with PyYAML and jsonschema, which it brings) missing: skip locally, fail
+under CI=true.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import PurePosixPath
+from types import ModuleType
+from typing import Any
+
+import click
+import pytest
+
+from imagecheck.cli import cli
+from imagecheck.reference import parse_reference
+from tests.examples.manifests import (
+    EXAMPLES,
+    Document,
+    Json,
+    Role,
+    collect,
+    containers,
+    optional_module,
+    pod_spec,
+    yaml,
+)
+
+# One place for the Kubernetes version, the container hardening and the skip-or-fail rule.
+from tests.examples.test_examples import HARDENED, by_label, check_schema, skip_or_fail
+
+WEBHOOK = EXAMPLES / "webhook"
+WEBHOOK_FILES = {
+    "namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "deployment.yaml",
+    "podDisruptionBudget.yaml", "service.yaml", "certificate.yaml",
+    "validatingwebhookconfiguration.yaml", "kustomization.yaml",
+}  # fmt: skip
+OPTIONAL_FILES = {"rbac.yaml"}  # left out of kustomization.yaml: off by default
+IMAGE_REPOSITORY = "ghcr.io/imagecheck/imagecheck-webhook"
+CERT_MANAGER = "cert-manager.io/v1"
+INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
+MAX_TIMEOUT_SECONDS = 10
+# What the webhook must be sent: each workload kind whose pod spec review.py reads, by group.
+WORKLOAD_RESOURCES = {
+    "": {"pods"},
+    "batch": {"jobs", "cronjobs"},
+    "apps": {"deployments", "statefulsets", "daemonsets", "replicasets"},
+}
+
+kubernetes_validate = optional_module("kubernetes_validate")
+jsonschema = optional_module("jsonschema")
+_FILES, _DOCUMENTS = collect()
+FILES = [f for f in _FILES if WEBHOOK in f.path.parents]
+DOCUMENTS = [d for d in _DOCUMENTS if WEBHOOK in d.path.parents]
+API_OBJECTS = [d for d in DOCUMENTS if d.role is not Role.KUSTOMIZATION]
+CORE_OBJECTS = [d for d in API_OBJECTS if d.body.get("apiVersion") != CERT_MANAGER]
+CERT_MANAGER_OBJECTS = [d for d in API_OBJECTS if d.body.get("apiVersion") == CERT_MANAGER]
+
+
+@pytest.fixture(scope="module")
+def validator() -> ModuleType:
+    if kubernetes_validate is None:
+        skip_or_fail(
+            "kubernetes-validate is not installed: .venv/bin/pip install kubernetes-validate"
+        )
+    return kubernetes_validate
+
+
+@pytest.fixture(scope="module")
+def applied() -> list[Json]:
+    """What ``kubectl apply -k examples/webhook`` applies: the kustomization's resources."""
+    if yaml is None:
+        skip_or_fail("PyYAML is not installed (it comes with kubernetes-validate)")
+    return [d.body for d in DOCUMENTS if d.role is Role.BASE]
+
+
+@pytest.fixture(scope="module")
+def deployment(applied: list[Json]) -> Json:
+    return find(applied, "Deployment")
+
+
+@pytest.fixture(scope="module")
+def pod(deployment: Json) -> Json:
+    spec = pod_spec(deployment)
+    assert spec is not None
+    return spec
+
+
+@pytest.fixture(scope="module")
+def container(pod: Json) -> Json:
+    found = [c for _, c in containers(pod)]
+    assert len(found) == 1, "one container: the webhook"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def params(container: Json) -> dict[str, Any]:
+    return serve_params(container.get("args") or [])
+
+
+@pytest.fixture(scope="module")
+def webhook(applied: list[Json]) -> Json:
+    hooks = find(applied, "ValidatingWebhookConfiguration").get("webhooks") or []
+    assert len(hooks) == 1
+    hook: Json = hooks[0]
+    return hook
+
+
+# --- Helpers ---------------------------------------------------------------------------------
+
+
+def find(objects: list[Json], kind: str, name: str | None = None) -> Json:
+    """The one object of ``kind`` (named ``name``, if given)."""
+    found = [o for o in objects if o.get("kind") == kind and name in (None, _meta(o).get("name"))]
+    assert len(found) == 1, f"expected one {kind}{'/' + name if name else ''}, got {len(found)}"
+    return found[0]
+
+
+def _meta(body: Json) -> Json:
+    meta: Json = body.get("metadata") or {}
+    return meta
+
+
+def serve_params(args: list[str]) -> dict[str, Any]:
+    """What the real ``imagecheck serve`` makes of the args (the ENTRYPOINT is ``imagecheck``)."""
+    assert args[:1] == ["serve"], "args start with the subcommand"
+    command = cli.commands["serve"]
+    try:
+        with command.make_context("serve", list(args[1:])) as ctx:
+            return dict(ctx.params)
+    except click.ClickException as exc:
+        pytest.fail(f"imagecheck rejects {args}: {exc.format_message()}", pytrace=False)
+
+
+def selects(selector: Json, labels: dict[str, str]) -> bool:
+    """A Kubernetes label selector (matchLabels and matchExpressions) applied to ``labels``."""
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, values = expression["key"], expression.get("values") or []
+        present = key in labels
+        matched = {
+            "In": present and labels.get(key) in values,
+            "NotIn": not present or labels.get(key) not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[expression["operator"]]
+        if not matched:
+            return False
+    return True
+
+
+def container_port(container: Json, port: int | str) -> int:
+    """A port given by number or by name, as the container declares it."""
+    for declared in container.get("ports") or []:
+        if port in (declared.get("name"), declared.get("containerPort")):
+            return int(declared["containerPort"])
+    pytest.fail(f"the container declares no port {port!r}", pytrace=False)
+
+
+def listen_port(params: dict[str, Any]) -> int:
+    return int(str(params["listen"]).rpartition(":")[2])
+
+
+def mount_of(container: Json, path: str) -> Json:
+    """The one volume mount that holds ``path``."""
+    mounts = [
+        m
+        for m in container.get("volumeMounts") or []
+        if PurePosixPath(m["mountPath"]) in (PurePosixPath(path), *PurePosixPath(path).parents)
+    ]
+    assert len(mounts) == 1, f"{path} is not mounted"
+    mount: Json = mounts[0]
+    return mount
+
+
+def secret_volume(pod: Json, mount: Json) -> str:
+    """The name of the secret behind a volume mount."""
+    volumes = {v["name"]: v for v in pod.get("volumes") or []}
+    secret = volumes[mount["name"]].get("secret") or {}
+    assert secret.get("secretName"), f"{mount['mountPath']}: not a secret volume"
+    return str(secret["secretName"])
+
+
+# --- cert-manager objects: the part of the cert-manager.io/v1 CRD schemas the example uses ---
+#
+# From cert-manager's deploy/crds (certificates.cert-manager.io, issuers.cert-manager.io), cut
+# down to the fields used here and made strict: a field not listed fails, so a new one is added
+# here from the CRD, not guessed. Issuer types other than selfSigned and ca are left out.
+
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_GO_DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"}
+_USAGES = [
+    "signing", "digital signature", "content commitment", "key encipherment", "key agreement",
+    "data encipherment", "cert sign", "crl sign", "encipher only", "decipher only", "any",
+    "server auth", "client auth", "code signing", "email protection", "s/mime",
+    "ipsec end system", "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing",
+    "microsoft sgc", "netscape sgc",
+]  # fmt: skip
+
+
+def _strict(properties: Json, required: tuple[str, ...] = ()) -> Json:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+_CERTIFICATE_SPEC = _strict(
+    {
+        "secretName": {"type": "string", "minLength": 1},
+        "issuerRef": _strict(
+            {"name": {"type": "string"}, "kind": {"type": "string"}, "group": {"type": "string"}},
+            required=("name",),
+        ),
+        "isCA": {"type": "boolean"},
+        "commonName": {"type": "string", "maxLength": 64},
+        "dnsNames": _STRINGS,
+        "ipAddresses": _STRINGS,
+        "duration": _GO_DURATION,
+        "renewBefore": _GO_DURATION,
+        "usages": {"type": "array", "items": {"enum": _USAGES}},
+        "privateKey": _strict(
+            {
+                "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
+                "encoding": {"enum": ["PKCS1", "PKCS8"]},
+                "rotationPolicy": {"enum": ["Never", "Always"]},
+                "size": {"type": "integer"},
+            }
+        ),
+        "revisionHistoryLimit": {"type": "integer", "minimum": 1},
+    },
+    required=("issuerRef", "secretName"),
+)
+_ISSUER_SPEC = {
+    **_strict(
+        {
+            "selfSigned": _strict({"crlDistributionPoints": _STRINGS}),
+            "ca": _strict(
+                {
+                    "secretName": {"type": "string", "minLength": 1},
+                    "crlDistributionPoints": _STRINGS,
+                    "issuingCertificateURLs": _STRINGS,
+                    "ocspServers": _STRINGS,
+                },
+                required=("secretName",),
+            ),
+        }
+    ),
+    # cert-manager's own admission webhook refuses an Issuer with no type, or with two.
+    "minProperties": 1,
+    "maxProperties": 1,
+}
+_METADATA = _strict(
+    {
+        "name": {"type": "string", "minLength": 1},
+        "namespace": {"type": "string", "minLength": 1},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+    # Issuer (not ClusterIssuer) and Certificate are namespaced: cert-manager issues into the
+    # namespace the webhook reads its secret from.
+    required=("name", "namespace"),
+)
+CERT_MANAGER_SCHEMAS = {
+    kind: _strict(
+        {
+            "apiVersion": {"const": CERT_MANAGER},
+            "kind": {"const": kind},
+            "metadata": _METADATA,
+            "spec": spec,
+        },
+        required=("apiVersion", "kind", "metadata", "spec"),
+    )
+    for kind, spec in (("Certificate", _CERTIFICATE_SPEC), ("Issuer", _ISSUER_SPEC))
+}
+
+
+def check_cert_manager(body: Json) -> None:
+    if jsonschema is None:
+        skip_or_fail("jsonschema is not installed (it comes with kubernetes-validate)")
+    schema = CERT_MANAGER_SCHEMAS.get(str(body.get("kind")))
+    assert schema is not None, f"{body.get('kind')}: not a kind this example should use"
+    try:
+        jsonschema.Draft202012Validator(schema).validate(body)
+    except jsonschema.ValidationError as exc:
+        where = ".".join(str(p) for p in exc.path) or "(top level)"
+        pytest.fail(f"{body['kind']}/{_meta(body).get('name')}: {where}: {exc.message}")
+
+
+def go_duration_hours(text: str) -> float:
+    """``2160h``, ``90m``, ``1h30m`` in hours: enough of Go's ParseDuration for these files."""
+    units = {"h": 1.0, "m": 1 / 60, "s": 1 / 3600}
+    total, number = 0.0, ""
+    for char in text:
+        if char.isdigit() or char == ".":
+            number += char
+        else:
+            total += float(number) * units[char]
+            number = ""
+    assert not number, f"{text}: a number without a unit"
+    return total
+
+
+# --- Tests: files and schemas -----------------------------------------------------------------
+
+
+def test_files_are_found() -> None:
+    if yaml is None:
+        skip_or_fail("PyYAML is not installed (it comes with kubernetes-validate)")
+    assert {f.path.name for f in FILES} == WEBHOOK_FILES
+    kustomization = next(d.body for d in DOCUMENTS if d.role is Role.KUSTOMIZATION)
+    listed = set(kustomization.get("resources") or [])
+    # Everything is applied by `kubectl apply -k`, except the optional RBAC.
+    assert listed == WEBHOOK_FILES - OPTIONAL_FILES - {"kustomization.yaml"}
+    assert {d.path.name for d in DOCUMENTS if d.role is Role.STANDALONE} == OPTIONAL_FILES
+
+
+@pytest.mark.parametrize("loaded", [pytest.param(f, id=f.file) for f in FILES])
+def test_yaml_is_well_formed(loaded: Any) -> None:
+    assert loaded.documents, "no YAML document"
+    assert not loaded.problems
+
+
+@pytest.mark.parametrize("doc", by_label(CORE_OBJECTS))
+def test_schema_is_valid(doc: Document, validator: ModuleType) -> None:
+    check_schema(validator, doc.body)
+
+
+# Not in test_schema_is_valid: kubernetes-validate has only the core schemas, and would answer
+# "schema not found" for cert-manager's CRDs. check_cert_manager is their schema check.
+@pytest.mark.parametrize("doc", by_label(CERT_MANAGER_OBJECTS))
+def test_cert_manager_object(doc: Document) -> None:
+    check_cert_manager(doc.body)
+
+
+def test_kustomize_build(applied: list[Json], validator: ModuleType) -> None:
+    """What `kubectl apply -k` sends: the same objects, each valid."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        skip_or_fail("kubectl is not on PATH: the kustomization was checked without building it")
+    built = subprocess.run(
+        [kubectl, "kustomize", str(WEBHOOK)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    assert yaml is not None
+    objects = [o for o in yaml.safe_load_all(built.stdout) if o]
+    # Last, as the comment in validatingwebhookconfiguration.yaml says: never pointing at a
+    # Service that does not exist yet.
+    assert objects[-1]["kind"] == "ValidatingWebhookConfiguration"
+
+    def names(found: list[Json]) -> list[tuple[str, str]]:
+        return sorted((str(o["kind"]), str(_meta(o)["name"])) for o in found)
+
+    assert names(objects) == names(applied)
+    for body in objects:
+        if body["apiVersion"] == CERT_MANAGER:
+            check_cert_manager(body)
+        else:
+            check_schema(validator, body)
+
+
+def test_one_namespace(applied: list[Json]) -> None:
+    """Every namespaced object is in the webhook's namespace; kustomize sets none of them."""
+    namespace = _meta(find(applied, "Namespace"))["name"]
+    cluster_scoped = {"Namespace", "ValidatingWebhookConfiguration"}
+    for body in applied:
+        expected = None if body["kind"] in cluster_scoped else namespace
+        assert _meta(body).get("namespace") == expected, f"{body['kind']}/{_meta(body)['name']}"
+
+
+# --- Tests: the Deployment --------------------------------------------------------------------
+
+
+def test_image(container: Json) -> None:
+    ref = parse_reference(container["image"])
+    assert f"{ref.registry}/{ref.repository}" == IMAGE_REPOSITORY
+    assert ref.tag not in (None, "latest") or ref.digest, "pin the webhook's image"
+
+
+def test_two_replicas_on_two_nodes(deployment: Json, pod: Json) -> None:
+    assert deployment["spec"]["replicas"] == 2
+    rollout = deployment["spec"].get("strategy", {}).get("rollingUpdate") or {}
+    assert rollout.get("maxUnavailable") == 0, "never fewer than two serving during a rollout"
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    spread = [
+        c
+        for c in pod.get("topologySpreadConstraints") or []
+        if c["topologyKey"] == "kubernetes.io/hostname"
+        and c["whenUnsatisfiable"] == "DoNotSchedule"
+        and c["maxSkew"] == 1
+        and selects(c["labelSelector"], labels)
+    ]
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    anti_affinity = [
+        term
+        for term in _dig(pod, "affinity", "podAntiAffinity", required) or []
+        if term["topologyKey"] == "kubernetes.io/hostname"
+        and selects(term["labelSelector"], labels)
+    ]
+    assert spread or anti_affinity, "the replicas must be kept on different nodes"
+
+
+def test_probes(container: Json, params: dict[str, Any]) -> None:
+    """Readiness on /readyz and liveness on /healthz, over HTTPS on the port serve listens on."""
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        get = (container.get(probe) or {}).get("httpGet") or {}
+        assert get.get("path") == path, probe
+        assert get.get("scheme") == "HTTPS", f"{probe}: serve only speaks TLS"
+        assert container_port(container, get["port"]) == listen_port(params), probe
+
+
+def test_hardened(container: Json, pod: Json) -> None:
+    security = container.get("securityContext") or {}
+    for key, value in HARDENED.items():
+        assert security.get(key) == value, f"securityContext.{key}"
+    assert not security.get("privileged")
+    assert not pod.get("hostNetwork")
+    resources = container.get("resources") or {}
+    assert {"cpu", "memory"} <= set(resources.get("requests") or {})
+    assert "memory" in (resources.get("limits") or {})
+
+
+def test_args_are_accepted_by_the_cli(container: Json) -> None:
+    serve_params(container.get("args") or [])
+
+
+def test_serve_args(container: Json, params: dict[str, Any]) -> None:
+    """What the real CLI makes of the args is what the comments say."""
+    assert params["mode"] == "deny"
+    assert params["on_error"] == "pass"
+    assert params["tls_cert"] is not None
+    assert params["tls_key"] is not None
+    assert not params["insecure_http"], "the API server only calls webhooks over HTTPS"
+    assert listen_port(params) == container_port(container, "https")
+
+
+def test_graceful_stop(pod: Json, container: Json, params: dict[str, Any]) -> None:
+    """preStop keeps serving while the endpoint goes away; then the reviews in flight finish."""
+    sleep = _dig(container, "lifecycle", "preStop", "sleep", "seconds") or 0
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    assert sleep + params["review_deadline"] < grace
+
+
+def test_tls_is_the_certificate_secret(
+    applied: list[Json], pod: Json, container: Json, params: dict[str, Any]
+) -> None:
+    """--tls-cert and --tls-key come from the secret of the Certificate whose CA is injected,
+    mounted whole: the kubelet never updates a subPath mount, and serve reloads only files that
+    change."""
+    certificate = _injected_certificate(applied, find(applied, "ValidatingWebhookConfiguration"))
+    for option in ("tls_cert", "tls_key"):
+        mount = mount_of(container, str(params[option]))
+        assert "subPath" not in mount, f"--{option.replace('_', '-')}: no subPath"
+        assert mount.get("readOnly") is True
+        assert secret_volume(pod, mount) == certificate["spec"]["secretName"]
+
+
+def test_pull_secret_is_mounted(pod: Json, container: Json, params: dict[str, Any]) -> None:
+    assert params["pull_secrets"], "the Deployment's comments promise a pull secret"
+    for path in params["pull_secrets"]:
+        mount = mount_of(container, path)
+        assert mount.get("readOnly") is True
+        assert secret_volume(pod, mount)
+
+
+def test_no_api_access_by_default(applied: list[Json], pod: Json) -> None:
+    """serve never calls the Kubernetes API: no token in the pod, no RBAC applied."""
+    account = find(applied, "ServiceAccount", pod["serviceAccountName"])
+    assert account.get("automountServiceAccountToken") is False
+    assert pod.get("automountServiceAccountToken") is False
+    rbac = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+    assert not [o for o in applied if o["kind"] in rbac]
+
+
+def test_optional_rbac_is_minimal(applied: list[Json], pod: Json) -> None:
+    """rbac.yaml: get on named secrets only, bound per namespace to the webhook's account."""
+    optional = [d.body for d in DOCUMENTS if d.role is Role.STANDALONE]
+    role = find(optional, "ClusterRole")
+    for rule in role["rules"]:
+        assert rule == {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "verbs": ["get"],
+            "resourceNames": rule.get("resourceNames"),
+        }
+        assert rule["resourceNames"], "without resourceNames: every secret of the namespace"
+    binding = find(optional, "RoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": _meta(role)["name"],
+    }
+    account = find(applied, "ServiceAccount", pod["serviceAccountName"])
+    subject = {"kind": "ServiceAccount", **{k: _meta(account)[k] for k in ("name", "namespace")}}
+    assert binding["subjects"] == [subject]
+    assert not [o for o in optional if o["kind"] == "ClusterRoleBinding"], "per namespace"
+
+
+# --- Tests: Service, PDB ------------------------------------------------------------------------
+
+
+def test_service_targets_the_container_port(
+    applied: list[Json], deployment: Json, container: Json, params: dict[str, Any]
+) -> None:
+    service = find(applied, "Service")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert selects({"matchLabels": service["spec"]["selector"]}, labels)
+    (port,) = service["spec"]["ports"]
+    assert port["port"] == 443
+    assert container_port(container, port["targetPort"]) == listen_port(params)
+
+
+def test_pdb_selects_the_pods(applied: list[Json], deployment: Json) -> None:
+    pdb = find(applied, "PodDisruptionBudget")
+    selector = pdb["spec"]["selector"]
+    assert selector, "an empty selector would cover every pod in the namespace"
+    assert selects(selector, deployment["spec"]["template"]["metadata"]["labels"])
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"], "drains must progress"
+
+
+# --- Tests: the ValidatingWebhookConfiguration --------------------------------------------------
+
+
+def test_webhook_answers_within_its_timeout(webhook: Json, params: dict[str, Any]) -> None:
+    """serve's --review-deadline ends each review before the API server gives up on it."""
+    timeout = webhook["timeoutSeconds"]
+    assert params["review_deadline"] < timeout <= MAX_TIMEOUT_SECONDS
+
+
+def test_webhook_settings(webhook: Json) -> None:
+    assert webhook["sideEffects"] == "None"
+    assert webhook["admissionReviewVersions"] == ["v1"]  # the only version serve answers
+    assert webhook["matchPolicy"] == "Equivalent"
+    assert webhook["failurePolicy"] == "Ignore"
+
+
+def test_webhook_rules(webhook: Json) -> None:
+    """CREATE and UPDATE of every workload kind, and nothing the webhook cannot read."""
+    matched: dict[str, set[str]] = {}
+    for rule in webhook["rules"]:
+        assert sorted(rule["operations"]) == ["CREATE", "UPDATE"]
+        assert rule["apiVersions"] == ["v1"]
+        for group in rule["apiGroups"]:
+            matched.setdefault(group, set()).update(rule["resources"])
+    assert matched == WORKLOAD_RESOURCES
+
+
+def test_webhook_calls_the_service(applied: list[Json], webhook: Json) -> None:
+    service = find(applied, "Service")
+    target = webhook["clientConfig"]["service"]
+    assert "url" not in webhook["clientConfig"]
+    assert (target["name"], target["namespace"]) == (
+        _meta(service)["name"],
+        _meta(service)["namespace"],
+    )
+    assert target.get("port", 443) in [p["port"] for p in service["spec"]["ports"]]
+    assert target["path"] == "/validate"  # the route in imagecheck/webhook/server.py
+    assert "caBundle" not in webhook["clientConfig"], "cainjector owns it"
+
+
+@pytest.mark.parametrize("which", ["kube-system", "own"])
+def test_namespace_is_exempt(applied: list[Json], webhook: Json, which: str) -> None:
+    """kube-system, and the webhook's own namespace: its rollouts never wait on itself."""
+    namespace = which if which != "own" else _meta(find(applied, "Namespace"))["name"]
+    assert not selects(webhook["namespaceSelector"], {NAMESPACE_NAME_LABEL: namespace})
+
+
+def test_other_namespaces_are_reviewed(webhook: Json) -> None:
+    assert selects(webhook["namespaceSelector"], {NAMESPACE_NAME_LABEL: "default"})
+    assert selects(webhook["namespaceSelector"], {NAMESPACE_NAME_LABEL: "team-a"})
+
+
+def test_object_selector_opts_out(webhook: Json) -> None:
+    """Unlabelled objects are reviewed; the opt-out label (as the comment names it) skips one."""
+    selector = webhook["objectSelector"]
+    assert selects(selector, {})
+    (expression,) = selector["matchExpressions"]
+    assert expression["operator"] == "NotIn"
+    assert not selects(selector, {expression["key"]: "true"})
+
+
+def test_ca_is_injected_from_the_serving_certificate(applied: list[Json], webhook: Json) -> None:
+    """The annotation names the Certificate for the Service's DNS name, issued by a CA Issuer
+    whose CA is an isCA Certificate from a self-signed Issuer: the cert-manager bootstrap."""
+    configuration = find(applied, "ValidatingWebhookConfiguration")
+    certificate = _injected_certificate(applied, configuration)
+    service = webhook["clientConfig"]["service"]
+    assert f"{service['name']}.{service['namespace']}.svc" in certificate["spec"]["dnsNames"]
+    assert "server auth" in certificate["spec"].get("usages", ["server auth"])
+    assert go_duration_hours(certificate["spec"]["renewBefore"]) < go_duration_hours(
+        certificate["spec"]["duration"]
+    )
+    ca_issuer = _issuer_of(applied, certificate)
+    ca_certificate = next(
+        c
+        for c in applied
+        if c["kind"] == "Certificate"
+        and c["spec"]["secretName"] == ca_issuer["spec"]["ca"]["secretName"]
+    )
+    assert ca_certificate["spec"]["isCA"] is True
+    assert _issuer_of(applied, ca_certificate)["spec"] == {"selfSigned": {}}
+
+
+def _injected_certificate(applied: list[Json], configuration: Json) -> Json:
+    namespace, _, name = _meta(configuration)["annotations"][INJECT_CA_FROM].partition("/")
+    certificate = find(applied, "Certificate", name)
+    assert _meta(certificate)["namespace"] == namespace
+    return certificate
+
+
+def _issuer_of(applied: list[Json], certificate: Json) -> Json:
+    ref = certificate["spec"]["issuerRef"]
+    assert ref.get("kind", "Issuer") == "Issuer"
+    assert ref.get("group", "cert-manager.io") == "cert-manager.io"
+    issuer = find(applied, "Issuer", ref["name"])
+    assert _meta(issuer)["namespace"] == _meta(certificate)["namespace"], "an Issuer is namespaced"
+    return issuer
+
+
+def _dig(node: Any, *keys: str) -> Any:
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
