@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint unit integration bench system-deps venv clean
+.PHONY: demo test lint unit integration bench bench-scan bench-webhook system-deps venv clean
 
 system-deps:
 	@scripts/system-deps.sh
@@ -36,6 +36,12 @@ integration: system-deps venv
 
 bench: system-deps venv
 	$(BIN)/python benchmarks/check_many.py
+
+bench-scan: system-deps venv
+	$(BIN)/python benchmarks/scan_tree.py
+
+bench-webhook: system-deps venv
+	$(BIN)/python benchmarks/webhook_load.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -21,9 +21,11 @@ is kept; a wrong answer ends the run with exit 1. Figures:
 * HTTP requests per image, counted by the registry itself in its access log (one line per
   request, whatever the status), before and after each tool's run, so both tools are counted
   the same way; "after ping" leaves out the ``GET /v2/`` pings;
-* peak memory: ``os.wait4()`` on each child returns that one process's own ``ru_maxrss``,
-  which is exact per process (``RUSAGE_CHILDREN`` would give the maximum over every child
-  reaped so far).
+* peak memory: ``os.wait4()`` on each child returns that one process's own ``ru_maxrss``
+  (``RUSAGE_CHILDREN`` would give the maximum over every child reaped so far), taken in one
+  more, untimed run of each tool with every child forked by a small trampoline: Linux counts
+  the RSS a process had before ``exec`` in it, and a child forked by the benchmark itself
+  starts with the benchmark's (see ``_common.run_child``).
 
 Targets: imagecheck at least 4x faster than 8-way skopeo, and at most 1.1 requests per image
 after the ping. They are printed as PASS or MISS; a MISS does not change the exit code (0).
@@ -36,12 +38,9 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,15 +52,35 @@ import httpx
 import imagecheck
 from imagecheck.cli import check as check_command
 from imagecheck.testing.images import seed_many
-from imagecheck.testing.registry import LocalRegistry, find_registry_binary
+from imagecheck.testing.registry import LocalRegistry
+
+if not __package__:  # run as `python benchmarks/check_many.py`: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import (
+    PEAK_RSS_METHOD,
+    BenchmarkError,
+    Child,
+    RunFigures,
+    Spawn,
+    check_imagecheck,
+    check_skopeo,
+    child_env,
+    cli_default,
+    imagecheck_argv,
+    measure,
+    peak_rss_kib,
+    progress,
+    require_tools,
+    run_child,
+    skopeo_argv,
+    start_registry,
+    tool_version,
+)
 
 SPEEDUP_TARGET = 4.0
 REQUESTS_AFTER_PING_TARGET = 1.1
 SKOPEO_WORKERS = 8
 MISSING_SHARE = 0.10
-
-EXIT_WRONG_ANSWER = 1
-EXIT_UNAVAILABLE = 2
 
 IMAGECHECK = "imagecheck check"
 SKOPEO_SEQUENTIAL = "skopeo sequential"
@@ -72,42 +91,8 @@ METHODS = {
     "wall_time": "time.perf_counter() from the first spawn to the last child reaped",
     "requests": "lines added to the registry's access log during the run "
     "(LocalRegistry.request_count() before and after); pings are GET /v2/ lines",
-    "peak_rss": "os.wait4() on each child: that process's own ru_maxrss (KiB on Linux); "
-    "for skopeo, the largest of its processes",
+    "peak_rss": PEAK_RSS_METHOD,
 }
-
-
-class BenchmarkError(Exception):
-    """Ends the run with ``exit_code`` and a one-line reason."""
-
-    def __init__(self, reason: str, exit_code: int) -> None:
-        super().__init__(reason)
-        self.exit_code = exit_code
-
-
-# -- children --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Child:
-    """A finished child process: exit code, output, and its own peak resident set."""
-
-    returncode: int
-    stdout: bytes
-    stderr: bytes
-    max_rss_kib: int
-
-
-def run_child(argv: Sequence[str], env: dict[str, str]) -> Child:
-    """Run ``argv`` and reap it with ``wait4``, whose rusage covers that one process only."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        # Files, not pipes: nothing to drain while waiting, so wait4 cannot deadlock.
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)  # reaped: Popen must not wait
-        out.seek(0)
-        err.seek(0)
-        return Child(process.returncode, out.read(), err.read(), usage.ru_maxrss)
 
 
 # -- the workload ----------------------------------------------------------------------------
@@ -124,9 +109,6 @@ class Workload:
     @property
     def missing(self) -> int:
         return len(self.images) - len(self.present)
-
-    def exists(self, image: str) -> bool:
-        return image in self.present
 
 
 def seed_workload(registry: LocalRegistry, images: int, repos: int) -> Workload:
@@ -154,121 +136,6 @@ def seed_workload(registry: LocalRegistry, images: int, repos: int) -> Workload:
 # -- one run of one tool ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RunFigures:
-    """One tool over the whole workload, once."""
-
-    seconds: float
-    requests: int
-    pings: int
-    max_rss_kib: int
-
-
-class RequestWindow:
-    """Counts the registry's requests between ``open()`` and ``close()`` from its access log."""
-
-    def __init__(self, registry: LocalRegistry) -> None:
-        self.registry = registry
-        self.start_count = 0
-        self.start_offset = 0
-
-    def open(self) -> None:
-        self.start_count = self.registry.request_count()  # waits until the log is still
-        self.start_offset = self.registry.access_log_path.stat().st_size
-
-    def close(self) -> tuple[int, int]:
-        """``(requests, pings)`` since ``open()``."""
-        requests = self.registry.request_count() - self.start_count
-        with self.registry.access_log_path.open("rb") as log:
-            log.seek(self.start_offset)
-            added = log.read().decode("utf-8", errors="replace")
-        pings = sum(1 for line in added.splitlines() if '"GET /v2/ HTTP/' in line)
-        return requests, pings
-
-
-def measure(
-    registry: LocalRegistry, run: Callable[[], list[Child]], check: Callable[[list[Child]], None]
-) -> RunFigures:
-    window = RequestWindow(registry)
-    window.open()
-    started = time.perf_counter()
-    children = run()
-    seconds = time.perf_counter() - started
-    requests, pings = window.close()
-    check(children)
-    return RunFigures(seconds, requests, pings, max(c.max_rss_kib for c in children))
-
-
-def imagecheck_argv(images: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", "imagecheck", "check", "--output", "json", *images]
-
-
-def skopeo_argv(image: str) -> list[str]:
-    return [
-        "skopeo",
-        "inspect",
-        "--no-tags",
-        "--no-creds",
-        "--tls-verify=false",
-        f"docker://{image}",
-    ]
-
-
-def check_imagecheck(workload: Workload, child: Child) -> None:
-    expected_exit = 1 if workload.missing else 0
-    try:
-        results = json.loads(child.stdout)
-    except ValueError:
-        results = None
-    if not isinstance(results, list) or len(results) != len(workload.images):
-        raise wrong_answer(
-            f"imagecheck exited {child.returncode} without a JSON array of "
-            f"{len(workload.images)} results; stderr: {_tail(child.stderr)}"
-        )
-    wrong = []
-    for image, result in zip(workload.images, results, strict=True):
-        want = "found" if workload.exists(image) else "missing"
-        if not isinstance(result, dict):
-            wrong.append(f"{image}: {result!r} is not a result object")
-            continue
-        got, digest = result.get("status"), result.get("digest")
-        if result.get("image") != image or got != want:
-            wrong.append(f"{image}: {got} ({result.get('message')}), expected {want}")
-        elif want == "found" and not (isinstance(digest, str) and digest.startswith("sha256:")):
-            wrong.append(f"{image}: found without a sha256 digest ({digest!r})")
-    if wrong:
-        raise wrong_answer(f"imagecheck answered {len(wrong)} image(s) wrongly: " + wrong[0])
-    if child.returncode != expected_exit:
-        raise wrong_answer(f"imagecheck exited {child.returncode}, expected {expected_exit}")
-
-
-def check_skopeo(workload: Workload, children: Sequence[Child]) -> None:
-    wrong = []
-    for image, child in zip(workload.images, children, strict=True):
-        if workload.exists(image):
-            if child.returncode != 0 or b'"Digest"' not in child.stdout:
-                wrong.append(
-                    f"{image}: exit {child.returncode}, expected 0 ({_tail(child.stderr)})"
-                )
-        elif child.returncode == 0 or b"manifest unknown" not in child.stderr:
-            # Non-zero for any reason is not enough: it must be the registry saying "missing".
-            wrong.append(
-                f"{image}: exit {child.returncode} ({_tail(child.stderr)}), "
-                "expected non-zero with 'manifest unknown'"
-            )
-    if wrong:
-        raise wrong_answer(f"skopeo answered {len(wrong)} image(s) wrongly: " + wrong[0])
-
-
-def wrong_answer(reason: str) -> BenchmarkError:
-    return BenchmarkError(reason, EXIT_WRONG_ANSWER)
-
-
-def _tail(data: bytes, limit: int = 300) -> str:
-    text = data.decode("utf-8", errors="replace").strip().replace("\n", " | ")
-    return text[-limit:] or "(empty)"
-
-
 # -- the whole benchmark ---------------------------------------------------------------------
 
 
@@ -279,28 +146,34 @@ class Setup:
     env: dict[str, str]
 
 
-def run_rounds(setup: Setup, rounds: int) -> dict[str, list[RunFigures]]:
+def run_rounds(setup: Setup, rounds: int) -> tuple[dict[str, list[RunFigures]], dict[str, int]]:
+    """Time and requests per tool per round; then each tool's peak RSS (KiB), from one more,
+    untimed run."""
     workload, env = setup.workload, setup.env
 
-    def imagecheck_once() -> list[Child]:
-        return [run_child(imagecheck_argv(workload.images), env)]
+    def imagecheck_once(spawn: Spawn) -> list[Child]:
+        return [spawn(imagecheck_argv(workload.images))]
 
-    def skopeo_sequential() -> list[Child]:
-        return [run_child(skopeo_argv(image), env) for image in workload.images]
+    def skopeo_sequential(spawn: Spawn) -> list[Child]:
+        return [spawn(skopeo_argv(image)) for image in workload.images]
 
-    def skopeo_parallel() -> list[Child]:
+    def skopeo_parallel(spawn: Spawn) -> list[Child]:
         with ThreadPoolExecutor(SKOPEO_WORKERS) as pool:
-            return list(pool.map(lambda image: run_child(skopeo_argv(image), env), workload.images))
+            return list(pool.map(lambda image: spawn(skopeo_argv(image)), workload.images))
 
-    runs: dict[str, Callable[[], list[Child]]] = {
+    runs: dict[str, Callable[[Spawn], list[Child]]] = {
         IMAGECHECK: imagecheck_once,
         SKOPEO_SEQUENTIAL: skopeo_sequential,
         SKOPEO_PARALLEL: skopeo_parallel,
     }
     checks: dict[str, Callable[[list[Child]], None]] = {
-        IMAGECHECK: lambda children: check_imagecheck(workload, children[0]),
-        SKOPEO_SEQUENTIAL: lambda children: check_skopeo(workload, children),
-        SKOPEO_PARALLEL: lambda children: check_skopeo(workload, children),
+        IMAGECHECK: lambda children: check_imagecheck(
+            workload.images, workload.present, children[0]
+        ),
+        SKOPEO_SEQUENTIAL: lambda children: check_skopeo(
+            workload.images, workload.present, children
+        ),
+        SKOPEO_PARALLEL: lambda children: check_skopeo(workload.images, workload.present, children),
     }
     # Warm the page cache (interpreter, imports, the skopeo binary) outside any measurement.
     run_child(imagecheck_argv(workload.images[:1]), env)
@@ -310,11 +183,17 @@ def run_rounds(setup: Setup, rounds: int) -> dict[str, list[RunFigures]]:
         # Tools alternate within each round, so drift in the machine's load hits them all.
         for tool in TOOLS:
             progress(f"round {number}/{rounds}: {tool}")
-            figures[tool].append(measure(setup.registry, runs[tool], checks[tool]))
-    return figures
+            figures[tool].append(measure([setup.registry], runs[tool], checks[tool], env))
+    peaks = {}
+    for tool in TOOLS:
+        progress(f"peak memory: {tool}")
+        peaks[tool] = peak_rss_kib(runs[tool], checks[tool], env)
+    return figures, peaks
 
 
-def summarize(setup: Setup, figures: dict[str, list[RunFigures]]) -> dict[str, Any]:
+def summarize(
+    setup: Setup, figures: dict[str, list[RunFigures]], peaks: dict[str, int]
+) -> dict[str, Any]:
     count = len(setup.workload.images)
     tools: dict[str, dict[str, Any]] = {}
     for tool, runs in figures.items():
@@ -331,7 +210,7 @@ def summarize(setup: Setup, figures: dict[str, list[RunFigures]]) -> dict[str, A
             "pings": pings,
             "requests_per_image": requests / count,
             "requests_per_image_after_ping": (requests - pings) / count,
-            "peak_rss_mib": max(r.max_rss_kib for r in runs) / 1024,
+            "peak_rss_mib": peaks[tool] / 1024,
         }
     ours = tools[IMAGECHECK]["wall_seconds"]
 
@@ -375,21 +254,11 @@ def environment(registry: LocalRegistry) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "imagecheck": imagecheck.__version__,
-        "imagecheck_concurrency": _cli_default("concurrency"),
-        "skopeo": _version(["skopeo", "--version"]),
-        "registry": _version([registry.binary, "--version"]),
+        "imagecheck_concurrency": cli_default(check_command, "concurrency"),
+        "skopeo": tool_version(["skopeo", "--version"]),
+        "registry": tool_version([registry.binary, "--version"]),
         "registry_url": registry.url,
     }
-
-
-def _cli_default(option: str) -> object:
-    """What ``imagecheck check`` uses for ``option`` when it is not given (read from click)."""
-    return next((p.default for p in check_command.params if p.name == option), None)
-
-
-def _version(argv: list[str]) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=10)
-    return done.stdout.strip() or done.stderr.strip() or "unknown"
 
 
 # -- output ----------------------------------------------------------------------------------
@@ -432,10 +301,6 @@ def render(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def progress(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
 # -- entry point -----------------------------------------------------------------------------
 
 
@@ -457,43 +322,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def child_env(package_root: Path, docker_config: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    # The child imports this same imagecheck, installed or not.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), env.get("PYTHONPATH")]))
-    # No credentials for either tool (skopeo has --no-creds), and no proxy for 127.0.0.1.
-    env["DOCKER_CONFIG"] = str(docker_config)
-    for name in ("NO_PROXY", "no_proxy"):
-        env[name] = ",".join(filter(None, [env.get(name), "127.0.0.1", "localhost"]))
-    return env
-
-
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
-    binary = find_registry_binary()
-    if binary is None:
-        raise BenchmarkError(
-            "docker-registry not found (apt-get install docker-registry)", EXIT_UNAVAILABLE
-        )
-    if shutil.which("skopeo") is None:
-        raise BenchmarkError("skopeo not found (apt-get install skopeo)", EXIT_UNAVAILABLE)
+    binary = require_tools()
     package_root = Path(imagecheck.__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="imagecheck-bench-") as tmp:
         docker_config = Path(tmp) / "docker-config"
         docker_config.mkdir()
-        registry = LocalRegistry(Path(tmp) / "registry", binary=binary)
-        try:
-            registry.start()
-        except RuntimeError as exc:
-            first_line = str(exc).splitlines()[0]
-            raise BenchmarkError(
-                f"cannot start docker-registry: {first_line}", EXIT_UNAVAILABLE
-            ) from None
+        registry = start_registry(Path(tmp) / "registry", binary)
         try:
             progress(f"seeding {args.images} images in {args.repos} repositories at {registry.url}")
             workload = seed_workload(registry, args.images, args.repos)
             setup = Setup(registry, workload, child_env(package_root, docker_config))
-            figures = run_rounds(setup, args.rounds)
-            return summarize(setup, figures)
+            figures, peaks = run_rounds(setup, args.rounds)
+            return summarize(setup, figures, peaks)
         finally:
             registry.stop()
 

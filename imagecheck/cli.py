@@ -178,6 +178,10 @@ def registry_options(command: Callable[..., None]) -> Callable[..., None]:
                      "SSL_CERT_FILE is honoured too."),
         click.option("-u", "--username", envvar="IMAGECHECK_USERNAME",
                      help="Registry username [env: IMAGECHECK_USERNAME]."),
+        click.option("--credentials-for", "credentials_for", multiple=True, metavar="HOST",
+                     help="Offer --username credentials only to this registry (repeatable). "
+                     "check: default every registry it is asked about; scan and serve: "
+                     "required, since files and reviews name the registries."),
         click.option("--password-stdin", is_flag=True,
                      help="Read the password (or token) from standard input "
                      "[else env: IMAGECHECK_PASSWORD]."),
@@ -236,6 +240,7 @@ class CheckSettings:
     docker_config: str | None
     pull_secrets: tuple[str, ...]
     verbose: bool
+    credentials_for: tuple[str, ...] = ()
     # run options (check, scan); serve has its own notion of each
     deadline: float = 60.0
     wait: str | None = None
@@ -368,6 +373,9 @@ def scan(paths: tuple[str, ...], output: str, strict: bool, **options: Any) -> N
         fail(exc.message)
     except UsageError as exc:
         fail(str(exc))
+    _require_credentials_host(settings, "scan")
+    if settings.password_stdin and "-" in paths:
+        fail("--password-stdin and - (manifests on stdin) cannot share standard input")
     from imagecheck.scanning import PLACEHOLDER, scan_paths  # noqa: PLC0415 - PyYAML, only here
 
     occurrences, problems = scan_paths(paths, stdin=sys.stdin)
@@ -397,7 +405,12 @@ def scan(paths: tuple[str, ...], output: str, strict: bool, **options: Any) -> N
         )
     code = exit_code(list(results.values()), errors_pass=settings.on_error == "pass")
     _warn_passed_errors(results.values(), settings)
-    sys.exit(EXIT_USAGE if problems else code)
+    code = EXIT_USAGE if problems else code
+    if code != EXIT_OK:
+        _write_termination_log(
+            settings.termination_log, termination_summary(list(results.values()))
+        )
+    sys.exit(code)
 
 
 SERVE_HELP = """\b
@@ -496,6 +509,7 @@ def serve(
     except ImportError as exc:
         fail(f"serve needs the webhook extra: pip install 'imagecheck[webhook]' ({exc.name})")
     settings = CheckSettings(**options)
+    _require_credentials_host(settings, "serve")
     host, sep, port = listen.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         fail(f"--listen {listen!r}: expected HOST:PORT, e.g. 0.0.0.0:8443")
@@ -638,13 +652,28 @@ def _keychain(settings: CheckSettings, pod_secrets: Sequence[tuple[str, str]]) -
     try:
         chain = default_keychain(
             static=static,
+            static_registries=[_registry_host(h) for h in settings.credentials_for],
             docker_config=settings.docker_config,
             pull_secrets=settings.pull_secrets,
             pod_pull_secrets=pod_secrets,
         )
     except UsageError as exc:
         fail(str(exc))
+    except click.BadParameter as exc:
+        fail(f"--credentials-for: {exc.message}")
     return CachingKeychain(chain)
+
+
+def _require_credentials_host(settings: CheckSettings, command: str) -> None:
+    """scan and serve take registry names from files and reviews that others write: flag
+    credentials must say which registry they are for, or they would go to any host named."""
+    if (
+        settings.username or os.environ.get("IMAGECHECK_PASSWORD")
+    ) and not settings.credentials_for:
+        fail(
+            f"{command} with --username needs --credentials-for HOST: the registries it "
+            "contacts are named by the files it reads, so credentials must not go to any of them"
+        )
 
 
 def _resolve_all(keychain: Keychain, refs: Sequence[Reference]) -> None:

@@ -68,24 +68,24 @@ def render_scan_text(
     problems: Sequence[FileProblem],
 ) -> str:
     """Grouped by status, worst first; each image once, with every place it is used."""
-    lines: list[str] = [
-        f"error    {p.file}{f':{p.line}' if p.line else ''}  {p.message}" for p in problems
-    ]
-    order = [Status.INVALID, Status.MISSING, Status.DENIED, Status.ERROR, Status.FOUND]
-    skipped = [o for o in occurrences if o.skipped]
-    for status in order:
-        images = [i for i in dict.fromkeys(o.image for o in occurrences if not o.skipped)
-                  if results[i].status is status]  # fmt: skip
-        if not images:
-            continue
-        lines.append(f"{status.value} ({len(images)})")
+    lines = [f"error    {p.file}{f':{p.line}' if p.line else ''}  {p.message}" for p in problems]
+    places: dict[str, list[Occurrence]] = {}
+    for o in occurrences:
+        if not o.skipped:
+            places.setdefault(o.image, []).append(o)
+    by_status: dict[Status, list[str]] = {}
+    for image in places:
+        by_status.setdefault(results[image].status, []).append(image)
+    for status in (Status.INVALID, Status.MISSING, Status.DENIED, Status.ERROR, Status.FOUND):
+        images = by_status.get(status, [])
+        if images:
+            lines.append(f"{status.value} ({len(images)})")
         for image in images:
             r = results[image]
             detail = r.digest if status is Status.FOUND and r.digest else r.message
             lines.append(f"  {shown(r)}  {detail}".rstrip())
-            lines.extend(
-                f"    {_where(o)}" for o in occurrences if o.image == image and not o.skipped
-            )
+            lines.extend(f"    {_where(o)}" for o in places[image])
+    skipped = [o for o in occurrences if o.skipped]
     if skipped:
         lines.append(f"skipped ({len(skipped)})")
         lines.extend(f"  {o.image}  {o.skipped}\n    {_where(o)}" for o in skipped)

@@ -108,7 +108,10 @@ def _files(path: str, problems: list[FileProblem]) -> Iterator[str]:
     elif os.path.isdir(path):
         yield from _walk(path, problems)
     elif os.path.exists(path):
-        yield path
+        # Named files that are neither YAML nor Dockerfiles hold no images we read: skip them,
+        # so that `imagecheck scan $(git diff --name-only)` works on any change.
+        if _scanned_in_directories(os.path.basename(path)):
+            yield path
     else:
         problems.append(FileProblem(path, None, "no such file or directory"))
 

@@ -123,6 +123,9 @@ def _image(
         text = _text(image)
         if text is None:
             return  # image: null / image: ~
+    elif kind == "compose":
+        # Not a compose file after all: Helm values often have services.<x>.image mappings.
+        return
     else:
         what = f"{kind} {name}" if name else kind
         where = f", container {container}" if container and kind != "compose" else ""

@@ -4,7 +4,10 @@ fail, each with its file and line; stdin; invalid files; GitHub annotations."""
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 from tests.integration.clirun import run_cli
 from tests.integration.conftest import RegistryEndpoint
@@ -171,3 +174,73 @@ def test_strict_makes_placeholders_invalid(
     assert relaxed.code == 1  # the typo
     assert strict.code == 2
     assert "invalid (1)" in strict.stdout
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """A registry that challenges for Basic and records what it was sent."""
+
+    seen: ClassVar[list[str | None]] = []
+
+    def do_GET(self) -> None:
+        self._challenge()
+
+    def do_HEAD(self) -> None:
+        self._challenge()
+
+    def _challenge(self) -> None:
+        type(self).seen.append(self.headers.get("Authorization"))
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="elsewhere"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_scan_offers_flag_credentials_only_to_the_named_registry(
+    registry_basic: RegistryEndpoint, tmp_path: Path
+) -> None:
+    """A pull request can name any registry: --username credentials go to --credentials-for."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    elsewhere = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        manifest = tmp_path / "pod.yaml"
+        manifest.write_text(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+            f"    - {{name: a, image: {registry_basic.ref('private/secret:1.0')}}}\n"
+            f"    - {{name: b, image: {elsewhere}/steal/creds:1}}\n"
+        )
+        assert registry_basic.username is not None
+        assert registry_basic.password is not None
+        base = ["scan", "--ca-file", str(registry_basic.ca_file), "--insecure-registry", elsewhere]
+        base += ["--username", registry_basic.username, "--password-stdin"]
+        refused = run_cli([*base, str(manifest)], tmp_path, stdin=registry_basic.password + "\n")
+        assert refused.code == 2
+        assert "needs --credentials-for HOST" in refused.stderr
+        run = run_cli(
+            [*base, "--credentials-for", registry_basic.host, str(manifest)],
+            tmp_path,
+            stdin=registry_basic.password + "\n",
+        )
+        assert run.code == 3, run.stdout + run.stderr  # elsewhere denies; ours is found
+        assert "found (1)" in run.stdout
+        assert _Recorder.seen
+        assert all(auth is None for auth in _Recorder.seen)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_scan_ignores_named_files_it_cannot_read_images_from(
+    registry_plain: RegistryEndpoint, tmp_path: Path
+) -> None:
+    write_tree(tmp_path / "repo", registry_plain)
+    (tmp_path / "README.md").write_text("# not: [yaml\n")
+    files = [str(tmp_path / "README.md"), str(tmp_path / "repo" / "compose.yaml")]
+    run = run_cli(["scan", *files], tmp_path)
+    assert run.code == 1  # compose.yaml's missing image; README.md is not a problem
+    assert "error " not in run.stdout
