@@ -211,15 +211,20 @@ def _str_field(entry: dict[str, Any], name: str, where: str) -> str:
 def load_json_file(path: Path) -> dict[str, Any]:
     """A JSON object from ``path``, or a one-line :class:`CredentialsError` naming it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise CredentialsError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return parse_json_object(raw, str(path))
+
+
+def parse_json_object(text: str | bytes, where: str) -> dict[str, Any]:
+    """A JSON object from ``text``, or a one-line :class:`CredentialsError` naming ``where``."""
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CredentialsError(f"{path}: invalid JSON ({exc})") from None
+        raise CredentialsError(f"{where}: invalid JSON ({exc})") from None
     if not isinstance(data, dict):
-        raise CredentialsError(f"{path}: expected a JSON object")
+        raise CredentialsError(f"{where}: expected a JSON object")
     return data
 
 
@@ -288,13 +293,7 @@ class AuthsKeychain:
 
     @classmethod
     def from_json_text(cls, text: str, *, where: str) -> AuthsKeychain:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CredentialsError(f"{where}: invalid JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise CredentialsError(f"{where}: expected a JSON object")
-        return cls.from_config(data, where=where)
+        return cls.from_config(parse_json_object(text, where), where=where)
 
 
 def _from_helper(answer: HelperAnswer) -> Credentials:

@@ -17,7 +17,6 @@ itself. Every secret's entries go into one keyring, as the kubelet's ``BasicDock
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from imagecheck.credentials import (
     RegistryKey,
     decode_auth_entry,
     load_json_file,
+    parse_json_object,
     parse_registry_key,
 )
 from imagecheck.errors import CredentialsError
@@ -74,7 +74,7 @@ class PullSecretKeychain:
         for path in paths:
             entries.extend(_read_secret(Path(path)))
         for text, where in texts:
-            entries.extend(_entries(_parse_json(text, where), where))
+            entries.extend(_entries(parse_json_object(text, where), where))
         # Reverse lexical order of the key text: more specific paths first; stable for ties
         # so that entries of the first secret named are tried first.
         entries.sort(key=lambda item: item[0].text, reverse=True)
@@ -92,16 +92,6 @@ def _read_secret(path: Path) -> list[tuple[RegistryKey, Credentials]]:
     if not path.exists():
         raise CredentialsError(f"pull secret {path} does not exist")
     return _entries(load_json_file(path), f"pull secret {path}")
-
-
-def _parse_json(text: str, where: str) -> dict[str, Any]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CredentialsError(f"{where}: invalid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise CredentialsError(f"{where}: expected a JSON object")
-    return data
 
 
 def _entries(data: dict[str, Any], where: str) -> list[tuple[RegistryKey, Credentials]]:

@@ -13,10 +13,8 @@ import asyncio
 import base64
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from urllib.parse import parse_qs
 
-import certifi
 import httpx
 import pytest
 import respx
@@ -48,6 +46,8 @@ BASIC = 'Basic realm="Registry Realm"'
 DIGEST = "sha256:" + "ab" * 32
 PASSWORD = "pa55-SECRET-word"
 ALICE = Credentials(username="alice", password=PASSWORD, source="--username")
+
+pytestmark = pytest.mark.usefixtures("small_trust_store")
 
 
 # -- harness -----------------------------------------------------------------------------------
@@ -101,28 +101,6 @@ def checks(
 
 def check(router: respx.Router, image: str, keychain: Keychain | None = None) -> CheckResult:
     return checks(router, [image], keychain=keychain)[0]
-
-
-@pytest.fixture
-def router() -> respx.Router:
-    return respx.Router(assert_all_called=False)
-
-
-@pytest.fixture(scope="module")
-def one_ca_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    bundle = Path(certifi.where()).read_text(encoding="ascii")
-    end = "-----END CERTIFICATE-----\n"
-    path = tmp_path_factory.mktemp("trust") / "one-ca.pem"
-    path.write_text(bundle[bundle.index("-----BEGIN CERTIFICATE-----") :].split(end)[0] + end)
-    return path
-
-
-@pytest.fixture(autouse=True)
-def small_trust_store(one_ca_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Nothing here speaks TLS, but each ImageChecker loads the trust store (~50 ms with the
-    system one); a one-certificate SSL_CERT_FILE keeps the suite fast."""
-    monkeypatch.setenv("SSL_CERT_FILE", str(one_ca_file))
-    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
 
 
 def ping(router: respx.Router, challenge: str | None) -> respx.Route:

@@ -11,7 +11,6 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import certifi
 import httpx
 import pytest
 import respx
@@ -23,15 +22,6 @@ from imagecheck.result import CheckResult, Status
 
 DIGEST = "sha256:" + "ab" * 32
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-
-
-@pytest.fixture(scope="module")
-def one_ca_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    bundle = Path(certifi.where()).read_text(encoding="ascii")
-    end = "-----END CERTIFICATE-----\n"
-    path = tmp_path_factory.mktemp("trust") / "one-ca.pem"
-    path.write_text(bundle[bundle.index("-----BEGIN CERTIFICATE-----") :].split(end)[0] + end)
-    return path
 
 
 @pytest.fixture

@@ -10,9 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
-from pathlib import Path
 
-import certifi
 import httpx
 import pytest
 import respx
@@ -37,6 +35,8 @@ BODY_DIGEST = "sha256:" + hashlib.sha256(BODY).hexdigest()
 OTHER_DIGEST = "sha256:" + "0" * 64
 RETRIES = 3
 CREDS = StaticKeychain(Credentials(username="alice", password="pw", source="--username"))
+
+pytestmark = pytest.mark.usefixtures("small_trust_store")
 
 
 # -- harness -----------------------------------------------------------------------------------
@@ -82,28 +82,6 @@ def check(
     keychain: StaticKeychain | None = None,
 ) -> CheckResult:
     return checks(router, [image], sleeps=sleeps, options=options, keychain=keychain)[0]
-
-
-@pytest.fixture
-def router() -> respx.Router:
-    return respx.Router(assert_all_called=False)
-
-
-@pytest.fixture(scope="module")
-def one_ca_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    bundle = Path(certifi.where()).read_text(encoding="ascii")
-    end = "-----END CERTIFICATE-----\n"
-    path = tmp_path_factory.mktemp("trust") / "one-ca.pem"
-    path.write_text(bundle[bundle.index("-----BEGIN CERTIFICATE-----") :].split(end)[0] + end)
-    return path
-
-
-@pytest.fixture(autouse=True)
-def small_trust_store(one_ca_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Nothing here speaks TLS, but each ImageChecker loads the trust store (~50 ms with the
-    system one); a one-certificate SSL_CERT_FILE keeps the suite fast."""
-    monkeypatch.setenv("SSL_CERT_FILE", str(one_ca_file))
-    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
 
 
 def open_registry(router: respx.Router, base: str = REGISTRY) -> respx.Route:
