@@ -480,6 +480,12 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
     help="How long a missing image stays cached.",
 )
 @click.option(
+    "--use-pod-pull-secrets",
+    is_flag=True,
+    help="Also offer the pull secrets a reviewed pod names, read through the Kubernetes API "
+    "(RBAC: get on those secrets in the pods' namespaces).",
+)
+@click.option(
     "--cert-reload-interval",
     default="10s",
     show_default=True,
@@ -498,6 +504,7 @@ def serve(
     cache_ttl: str,
     missing_ttl: str,
     cert_reload_interval: str,
+    use_pod_pull_secrets: bool,
     **options: Any,
 ) -> None:
     """Run the validating admission webhook: refuse workloads whose images do not exist.
@@ -530,6 +537,7 @@ def serve(
             tag_ttl=_duration(cache_ttl),
             missing_ttl=_duration(missing_ttl),
             reload_interval=max(0.1, _duration(cert_reload_interval)),
+            pod_pull_secrets=use_pod_pull_secrets,
         )
     except click.BadParameter as exc:
         fail(exc.message)
@@ -546,6 +554,8 @@ def serve(
     keychain = _keychain(settings, [])
     try:
         asyncio.run(server.serve(serve_settings, client_options, keychain))
+    except UsageError as exc:
+        fail(str(exc))
     except (OSError, ssl.SSLError) as exc:
         fail(f"cannot serve on {listen}: {exc}")
 

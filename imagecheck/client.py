@@ -207,20 +207,26 @@ class ImageChecker:
         return results
 
     async def check(
-        self, ref: Reference, deadline: Deadline, *, image: str | None = None
+        self,
+        ref: Reference,
+        deadline: Deadline,
+        *,
+        image: str | None = None,
+        keychain: Keychain | None = None,
     ) -> CheckResult:
         """Check one reference; never raises for registry trouble (that is a result).
 
         With mirrors configured for its registry, they are asked first, in order, and the
         registry itself last, as containerd does with ``hosts.toml``: the first *found* wins,
-        and only the last host's answer is final otherwise.
+        and only the last host's answer is final otherwise. ``keychain`` replaces the
+        checker's own for this check (the webhook adds a pod's pull secrets).
         """
         image = str(ref) if image is None else image
         started = time.monotonic()
         endpoints = self._endpoints(ref)
         tried: list[str] = []
         for endpoint in endpoints:
-            result = await self._check_endpoint(endpoint, image, deadline)
+            result = await self._check_endpoint(endpoint, image, deadline, keychain)
             if result.status is Status.FOUND or endpoint is endpoints[-1]:
                 break
             tried.append(f"{endpoint.api_host}: {result.status.value}")
@@ -233,9 +239,12 @@ class ImageChecker:
         mirrors = [m for source, m in self.options.mirrors if source == ref.registry]
         return [*(replace(ref, registry=m) for m in mirrors), ref]
 
-    async def _check_endpoint(self, ref: Reference, image: str, deadline: Deadline) -> CheckResult:
+    async def _check_endpoint(
+        self, ref: Reference, image: str, deadline: Deadline, keychain: Keychain | None
+    ) -> CheckResult:
+        keys = keychain or self.keychain
         try:
-            result = await self.retry.run(lambda: self._check_once(ref, image), deadline)
+            result = await self.retry.run(lambda: self._check_once(ref, image, keys), deadline)
         except AuthenticationError as exc:
             return CheckResult(image, ref, Status.DENIED, message=str(exc), registry=ref.api_host)
         except RegistryError as exc:
@@ -249,10 +258,10 @@ class ImageChecker:
 
     # -- one attempt ----------------------------------------------------------------------
 
-    async def _check_once(self, ref: Reference, image: str) -> CheckResult:
+    async def _check_once(self, ref: Reference, image: str, keychain: Keychain) -> CheckResult:
         try:
             async with asyncio.timeout(self.options.timeout):
-                return await self._ask_manifest(ref, image)
+                return await self._ask_manifest(ref, image, keychain)
         except TimeoutError:
             error = TransientError(
                 f"{ref.api_host} did not answer within {self.options.timeout:g}s"
@@ -264,9 +273,9 @@ class ImageChecker:
             self._last_error[image] = str(exc)
             raise
 
-    async def _ask_manifest(self, ref: Reference, image: str) -> CheckResult:
+    async def _ask_manifest(self, ref: Reference, image: str, keychain: Keychain) -> CheckResult:
         registry = await self._registry(ref)
-        candidates = self.keychain.resolve(ref)
+        candidates = keychain.resolve(ref)
         if self.options.platform is not None:
             # The platform list is in the body: one GET instead of HEAD.
             response, auth, body = await self._send("GET", ref, registry, candidates)

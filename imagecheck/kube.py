@@ -42,7 +42,8 @@ class InCluster:
     pod_name: str
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> InCluster:
+    def from_env(cls, env: Mapping[str, str] | None = None, *, need_pod: bool = True) -> InCluster:
+        """``need_pod``: the pod's own name is needed (``--from-pod``), not just the API."""
         env = os.environ if env is None else env
         sa_dir = Path(env.get("IMAGECHECK_SERVICEACCOUNT_DIR", SERVICE_ACCOUNT_DIR))
         host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
@@ -52,7 +53,7 @@ class InCluster:
             )
         pod_name = env.get("POD_NAME") or env.get("HOSTNAME", "")
         namespace = env.get("POD_NAMESPACE") or _read(sa_dir / "namespace", "namespace").strip()
-        if not pod_name:
+        if need_pod and not pod_name:
             raise UsageError("--from-pod needs POD_NAME (set it from the Downward API)")
         token = _read(sa_dir / "token", "service-account token").strip()
         host = f"[{host}]" if ":" in host else host  # an IPv6 service address
@@ -137,9 +138,9 @@ class KubeClient:
         pod = self.get(f"/api/v1/namespaces/{ns}/pods/{name}", f"pod {ns}/{name}")
         return images_of(pod, skip_container)
 
-    def pull_secret_json(self, secret_name: str) -> str:
+    def pull_secret_json(self, secret_name: str, namespace: str | None = None) -> str:
         """The ``.dockerconfigjson`` (or legacy ``.dockercfg``) text of a secret."""
-        ns = self.cluster.namespace
+        ns = namespace or self.cluster.namespace
         secret = self.get(
             f"/api/v1/namespaces/{ns}/secrets/{secret_name}", f"secret {ns}/{secret_name}"
         )

@@ -13,14 +13,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 
 from imagecheck.client import ImageChecker
+from imagecheck.credentials import Keychain
 from imagecheck.errors import InvalidReferenceError
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline
+
+_Key = tuple[Reference, Hashable]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,30 +49,47 @@ class ResultCache:
         self._max = max_entries
         self._clock = clock
         self._on_lookup = on_lookup or (lambda hit: None)
-        self._entries: OrderedDict[Reference, _Entry] = OrderedDict()
-        self._inflight: dict[Reference, asyncio.Task[CheckResult]] = {}
+        # Entries and in-flight checks are kept per reference *and* credentials: a pod whose
+        # pull secrets open a private repository must not vouch for a pod without them (its
+        # kubelet could not pull). ``None`` stands for the webhook's own credentials.
+        self._entries: OrderedDict[_Key, _Entry] = OrderedDict()
+        self._inflight: dict[_Key, asyncio.Task[CheckResult]] = {}
 
-    async def results(self, images: Sequence[str], deadline: Deadline) -> dict[str, CheckResult]:
-        """A result for each image, within ``deadline`` (late ones are errors)."""
-        answers = await asyncio.gather(*(self._one(image, deadline) for image in images))
+    async def results(
+        self,
+        images: Sequence[str],
+        deadline: Deadline,
+        keychain: Keychain | None = None,
+        credentials: Hashable = None,
+    ) -> dict[str, CheckResult]:
+        """A result for each image, within ``deadline`` (late ones are errors). ``keychain``
+        replaces the checker's own; ``credentials`` names it for the cache."""
+        answers = await asyncio.gather(
+            *(self._one(image, deadline, keychain, credentials) for image in images)
+        )
         return dict(zip(images, answers, strict=True))
 
-    async def _one(self, image: str, deadline: Deadline) -> CheckResult:
+    async def _one(
+        self, image: str, deadline: Deadline, keychain: Keychain | None, credentials: Hashable
+    ) -> CheckResult:
         try:
             ref = parse_reference(image)
         except InvalidReferenceError as exc:
             return CheckResult(image, None, Status.INVALID, message=exc.reason)
-        entry = self._entries.get(ref)
+        key: _Key = (ref, credentials)
+        entry = self._entries.get(key)
         if entry is not None and entry.expires_at > self._clock():
             self._on_lookup(True)
-            self._entries.move_to_end(ref)
+            self._entries.move_to_end(key)
             return replace(entry.result, image=image, elapsed_ms=0.0)
         self._on_lookup(False)
-        task = self._inflight.get(ref)
+        task = self._inflight.get(key)
         if task is None:
-            task = asyncio.ensure_future(self._checker.check(ref, deadline, image=image))
-            self._inflight[ref] = task
-            task.add_done_callback(lambda done: self._store(ref, done))
+            task = asyncio.ensure_future(
+                self._checker.check(ref, deadline, image=image, keychain=keychain)
+            )
+            self._inflight[key] = task
+            task.add_done_callback(lambda done: self._store(key, done))
         try:
             # shield: one review giving up must not cancel the request others are waiting on.
             result = await asyncio.wait_for(asyncio.shield(task), deadline.remaining())
@@ -79,16 +99,17 @@ class ResultCache:
             )
         return replace(result, image=image)
 
-    def _store(self, ref: Reference, task: asyncio.Task[CheckResult]) -> None:
-        self._inflight.pop(ref, None)
+    def _store(self, key: _Key, task: asyncio.Task[CheckResult]) -> None:
+        self._inflight.pop(key, None)
+        ref = key[0]
         if task.cancelled() or task.exception() is not None:
             return
         result = task.result()
         ttl = self._ttl(ref, result)
         if ttl <= 0:
             return
-        self._entries[ref] = _Entry(result, self._clock() + ttl)
-        self._entries.move_to_end(ref)
+        self._entries[key] = _Entry(result, self._clock() + ttl)
+        self._entries.move_to_end(key)
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
 

@@ -50,7 +50,8 @@ def parse_review(body: Any) -> Review:
         raise BadReview("AdmissionReview has no request.uid")
     obj = request.get("object")
     kind = request.get("kind", {}).get("kind", "") if isinstance(request.get("kind"), dict) else ""
-    metadata = obj.get("metadata", {}) if isinstance(obj, dict) else {}
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    metadata = metadata if isinstance(metadata, dict) else {}
     name = str(metadata.get("name") or metadata.get("generateName") or request.get("name") or "")
     spec = pod_spec(obj) if isinstance(obj, dict) else None
     return Review(
@@ -88,16 +89,18 @@ def _path(value: Any, *keys: str) -> Any:
 def containers_of(spec: Mapping[str, Any]) -> list[ContainerImage]:
     found = []
     for field in CONTAINER_LISTS:
-        for container in spec.get(field) or []:
+        listed = spec.get(field)
+        for container in listed if isinstance(listed, list) else []:
             if isinstance(container, dict) and isinstance(container.get("image"), str):
                 found.append(ContainerImage(str(container.get("name", "")), container["image"]))
     return found
 
 
 def _pull_secrets(spec: Mapping[str, Any]) -> list[str]:
+    listed = spec.get("imagePullSecrets")
     return [
         s["name"]
-        for s in spec.get("imagePullSecrets") or []
+        for s in (listed if isinstance(listed, list) else [])
         if isinstance(s, dict) and isinstance(s.get("name"), str)
     ]
 

@@ -13,9 +13,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import ssl
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import Keychain
+from imagecheck.credentials import ChainKeychain, Keychain
+from imagecheck.errors import ImagecheckError
+from imagecheck.kube import InCluster, KubeClient
+from imagecheck.pullsecrets import PullSecretKeychain
 from imagecheck.retry import Deadline
 from imagecheck.webhook.cache import ResultCache
 from imagecheck.webhook.review import BadReview, decide, distinct_images, parse_review, response
@@ -48,6 +53,8 @@ class ServeSettings:
     tag_ttl: float
     missing_ttl: float
     reload_interval: float = 10.0
+    # Also offer the pull secrets a reviewed pod names (read through the Kubernetes API).
+    pod_pull_secrets: bool = False
 
 
 class Metrics:
@@ -95,11 +102,54 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class PodSecrets:
+    """The pull secrets a reviewed pod names, read through the API and kept for a minute (a
+    review per replica must not become an API call per replica). A secret that cannot be
+    read is logged and left out: the review then goes on with the webhook's own credentials.
+    """
+
+    TTL = 60.0
+
+    def __init__(self, kube: KubeClient, base: Keychain) -> None:
+        self._kube, self._base = kube, base
+        self._keychains: dict[tuple[str, tuple[str, ...]], tuple[float, Keychain | None]] = {}
+
+    async def keychain(self, namespace: str, names: Sequence[str]) -> Keychain | None:
+        key = (namespace, tuple(names))
+        cached = self._keychains.get(key)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        texts = []
+        for name in names:
+            try:
+                text = await asyncio.to_thread(self._kube.pull_secret_json, name, namespace)
+            except ImagecheckError as exc:
+                log.warning(
+                    "pull secret not used",
+                    extra={"secret": f"{namespace}/{name}", "error": str(exc)},
+                )
+                continue
+            texts.append((text, f"secret {namespace}/{name}"))
+        chain: Keychain | None = None
+        if texts:
+            try:
+                pod = PullSecretKeychain.from_paths([], texts)
+            except ImagecheckError as exc:
+                log.warning("pull secrets not used", extra={"error": str(exc)})
+            else:
+                chain = ChainKeychain((pod, self._base))
+        self._keychains[key] = (time.monotonic() + self.TTL, chain)
+        return chain
+
+
 class Webhook:
     """The application state: one checker, one cache, the metrics, readiness."""
 
-    def __init__(self, settings: ServeSettings, checker: ImageChecker) -> None:
+    def __init__(
+        self, settings: ServeSettings, checker: ImageChecker, pod_secrets: PodSecrets | None = None
+    ) -> None:
         self.settings = settings
+        self.pod_secrets = pod_secrets
         self.metrics = Metrics()
         self.checker = checker
         checker.observers.append(
@@ -132,12 +182,16 @@ class Webhook:
         try:
             body = await request.json(loads=json.loads)
             review = parse_review(body)
-        except (ValueError, BadReview) as exc:  # json.JSONDecodeError is a ValueError
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, BadReview: ValueErrors
             self.metrics.reviews.labels("bad_request").inc()
             message = str(exc) if isinstance(exc, BadReview) else "body is not JSON"
             log.warning("bad review", extra={"reason": message})
             return web.json_response({"error": message}, status=400)
-        results = await self.cache.results(distinct_images(review), deadline)
+        keychain, credentials = None, None
+        if self.pod_secrets is not None and review.pull_secrets:
+            keychain = await self.pod_secrets.keychain(review.namespace, review.pull_secrets)
+            credentials = (review.namespace, tuple(review.pull_secrets)) if keychain else None
+        results = await self.cache.results(distinct_images(review), deadline, keychain, credentials)
         verdict = decide(
             review,
             results,
@@ -178,11 +232,18 @@ class Webhook:
 
 class CertReloader:
     """Reloads the key pair into the live context when either file changes (cert-manager
-    writes new files into the mounted secret; kubelet swaps them atomically)."""
+    writes new files into the mounted secret; kubelet swaps them atomically).
+
+    OpenSSL drops the old key before it finds that a new certificate does not match it, so a
+    pair is first tried on a scratch context, and only a pair that loads goes live. Should the
+    files change again in between and the live load fail, the last good pair (kept in
+    memory) is put back: the server never ends up without a usable certificate.
+    """
 
     def __init__(self, ctx: ssl.SSLContext, cert: Path, key: Path) -> None:
         self.ctx, self.cert, self.key = ctx, cert, key
         self._stamp = self._mtimes()
+        self._good = (cert.read_bytes(), key.read_bytes())
         ctx.load_cert_chain(cert, key)
 
     def _mtimes(self) -> tuple[float, float]:
@@ -193,11 +254,18 @@ class CertReloader:
             stamp = self._mtimes()
             if stamp == self._stamp:
                 return False
-            self.ctx.load_cert_chain(self.cert, self.key)
+            pair = (self.cert.read_bytes(), self.key.read_bytes())
+            _load_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), pair)
         except (OSError, ssl.SSLError) as exc:
             log.error("certificate reload failed; keeping the old one", extra={"error": str(exc)})
             return False
-        self._stamp = stamp
+        try:
+            _load_pair(self.ctx, pair)
+        except (OSError, ssl.SSLError) as exc:  # pragma: no cover - needs a racing writer
+            _load_pair(self.ctx, self._good)
+            log.error("certificate reload failed; restored the old one", extra={"error": str(exc)})
+            return False
+        self._stamp, self._good = stamp, pair
         log.info("certificate reloaded", extra={"cert": str(self.cert)})
         return True
 
@@ -205,6 +273,19 @@ class CertReloader:
         while True:
             await asyncio.sleep(interval)
             self.reload_if_changed()
+
+
+def _load_pair(ctx: ssl.SSLContext, pair: tuple[bytes, bytes]) -> None:
+    """Load a certificate and key given as bytes, through memory files: nothing is written
+    to disk (the root filesystem is read-only) and both come from one consistent read."""
+    fds = [os.memfd_create("imagecheck-tls", os.MFD_CLOEXEC) for _ in pair]
+    try:
+        for fd, data in zip(fds, pair, strict=True):
+            os.write(fd, data)
+        ctx.load_cert_chain(f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}")
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def server_ssl_context(
@@ -220,8 +301,10 @@ def server_ssl_context(
 async def serve(settings: ServeSettings, options: ClientOptions, keychain: Keychain) -> None:
     """Serve until SIGTERM/SIGINT; then stop taking connections and finish what is running."""
     ctx, reloader = server_ssl_context(settings)
+    kube = KubeClient(InCluster.from_env(need_pod=False)) if settings.pod_pull_secrets else None
+    pod_secrets = PodSecrets(kube, keychain) if kube is not None else None
     async with ImageChecker(options, keychain) as checker:
-        webhook = Webhook(settings, checker)
+        webhook = Webhook(settings, checker, pod_secrets)
         runner = web.AppRunner(webhook.app(), access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, settings.host, settings.port, ssl_context=ctx)
@@ -247,3 +330,5 @@ async def serve(settings: ServeSettings, options: ClientOptions, keychain: Keych
                 watcher.cancel()
             log.info("shutting down")
             await runner.cleanup()
+            if kube is not None:
+                kube.close()

@@ -1,0 +1,515 @@
+"""Load on ``imagecheck serve``: review latency over a warm cache, and registry requests from a
+cold one.
+
+Usage: ``python benchmarks/webhook_load.py [--reviews 500] [--concurrency 50] [--images 100]``
+
+A no-auth ``docker-registry`` (Distribution) on 127.0.0.1, seeded with ``--images`` distinct
+OCI images (:func:`imagecheck.testing.images.seed_many`); ``imagecheck serve`` as a subprocess
+over TLS (a throw-away trustme CA), ``--cache-ttl 5m --missing-ttl 5m`` so that nothing expires
+during the run. The client is one ``httpx.AsyncClient`` (HTTP/1.1, keep-alive, at most
+``--concurrency`` connections) with ``--concurrency`` workers sending reviews back to back.
+
+Phases:
+
+1. **warm**: one review of every image fills the cache; then ``--reviews`` Deployment reviews
+   of three found images each. Each review's latency is ``time.perf_counter()`` around the
+   POST (TLS is set up once per connection; the connections are opened by the warm-up);
+   throughput is reviews over the wall time of the phase. Target: p99 < 50 ms. The registry
+   must see no manifest request in this phase.
+2. **cold**: a new server process (an empty cache), then ``--reviews`` reviews over the seeded
+   images plus about 10% tags never pushed, each image in several reviews at once. Every
+   image must be asked for exactly once: manifest requests == distinct images, counted two
+   ways, by the registry (its access log, ``HEAD``/``GET .../manifests/`` lines added) and by
+   the server (``imagecheck_registry_requests_total{kind="manifest"}`` in ``/metrics``).
+
+Every answer is checked (HTTP 200, the uid echoed, refused with 403 exactly when an image is
+missing). Exit 1: a wrong answer or a request count that is off. Exit 2: ``docker-registry``
+missing, or the registry or the server cannot start. Otherwise 0, the target met or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trustme
+from prometheus_client.parser import text_string_to_metric_families
+
+from imagecheck.testing.images import seed_many
+from imagecheck.testing.registry import LocalRegistry, find_registry_binary
+
+P99_TARGET_MS = 50.0
+MISSING_SHARE = 0.10
+IMAGES_PER_REVIEW = 3
+SEQUENTIAL = 200  # warm reviews sent one at a time, for the service time alone
+START_TIMEOUT = 15.0
+MANIFEST_LINE = re.compile(r'"(?:HEAD|GET) /v2/\S+/manifests/\S+ HTTP/')
+
+EXIT_WRONG = 1
+EXIT_UNAVAILABLE = 2
+
+
+class BenchmarkError(Exception):
+    def __init__(self, reason: str, exit_code: int) -> None:
+        super().__init__(reason)
+        self.exit_code = exit_code
+
+
+def progress(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+# -- the server ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tls:
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def make_tls(directory: Path) -> Tls:
+    ca = trustme.CA(organization_name="imagecheck webhook benchmark")
+    leaf = ca.issue_cert("127.0.0.1", "localhost")
+    tls = Tls(directory / "ca.pem", directory / "tls.crt", directory / "tls.key")
+    ca.cert_pem.write_to_path(str(tls.ca))
+    tls.cert.write_bytes(b"".join(p.bytes() for p in leaf.cert_chain_pems))
+    tls.key.write_bytes(leaf.private_key_pem.bytes())
+    return tls
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Server:
+    """``python -m imagecheck serve`` on a free port, over TLS."""
+
+    def __init__(self, workdir: Path, tls: Tls, name: str) -> None:
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.log = workdir / f"{name}.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DOCKER_", "IMAGECHECK_"))}
+        env["HOME"] = str(workdir)
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+        argv = [
+            sys.executable, "-m", "imagecheck", "serve",
+            "--listen", f"127.0.0.1:{self.port}",
+            "--tls-cert", str(tls.cert), "--tls-key", str(tls.key),
+            "--cache-ttl", "5m", "--missing-ttl", "5m",
+        ]  # fmt: skip
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env
+            )
+
+    def wait_ready(self, verify: ssl.SSLContext) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        with httpx.Client(verify=verify, timeout=1.0, trust_env=False) as probe:
+            while time.monotonic() < deadline and self.process.poll() is None:
+                try:
+                    if probe.get(f"{self.url}/readyz").status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.05)
+        tail = self.log.read_text(encoding="utf-8", errors="replace")[-500:]
+        self.stop()
+        raise BenchmarkError(f"imagecheck serve did not start: {tail}", EXIT_UNAVAILABLE)
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        return self.process.returncode
+
+
+# -- reviews ---------------------------------------------------------------------------------
+
+
+def deployment_review(images: Sequence[str]) -> dict[str, Any]:
+    containers = [{"name": f"c{i}", "image": image} for i, image in enumerate(images)]
+    obj = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "bench"},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": containers},
+            },
+        },
+    }
+    kind = {"group": "apps", "version": "v1", "kind": "Deployment"}
+    request = {
+        "uid": str(uuid.uuid4()),
+        "kind": kind,
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+        "namespace": "bench",
+        "operation": "CREATE",
+        "userInfo": {"username": "bench"},
+        "object": obj,
+        "oldObject": None,
+        "dryRun": False,
+    }
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+@dataclass(frozen=True)
+class Planned:
+    body: bytes
+    uid: str
+    allowed: bool
+
+
+def plan(image_sets: Sequence[Sequence[str]], present: frozenset[str]) -> list[Planned]:
+    planned = []
+    for images in image_sets:
+        review = deployment_review(images)
+        uid = review["request"]["uid"]
+        planned.append(Planned(json.dumps(review).encode(), uid, all(i in present for i in images)))
+    return planned
+
+
+def wrong_answer(item: Planned, response: httpx.Response) -> str | None:
+    """What is wrong with the answer to one review (None: nothing)."""
+    if response.status_code != 200:
+        return f"HTTP {response.status_code}: {response.text[:200]}"
+    answer = response.json().get("response", {})
+    if answer.get("uid") != item.uid:
+        return f"uid {answer.get('uid')!r}, expected {item.uid!r}"
+    if answer.get("allowed") is not item.allowed:
+        return f"allowed={answer.get('allowed')}, expected {item.allowed}: {answer}"
+    if not item.allowed and answer.get("status", {}).get("code") != 403:
+        return f"refused without status.code 403: {answer}"
+    return None
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process, from ``/proc/PID/stat`` (Linux; else None)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Phase:
+    latencies_ms: list[float]
+    seconds: float
+    server_cpu: float | None  # seconds of CPU the server process used in the phase
+    client_cpu: float  # seconds of CPU this process (the client) used in the phase
+
+    def cpu_ms_per_review(self, seconds: float | None) -> str:
+        return "n/a" if seconds is None else f"{seconds / len(self.latencies_ms) * 1000:.2f} ms"
+
+    def percentile(self, q: int) -> float:
+        return statistics.quantiles(self.latencies_ms, n=100, method="inclusive")[q - 1]
+
+    @property
+    def throughput(self) -> float:
+        return len(self.latencies_ms) / self.seconds
+
+
+async def send_all(
+    server: Server, verify: ssl.SSLContext, items: Sequence[Planned], concurrency: int
+) -> Phase:
+    """``concurrency`` workers send ``items`` back to back, each over its own keep-alive
+    connection (one ``httpx.AsyncClient`` per worker: 50 workers sharing one client's pool
+    spend more CPU in the pool than the server spends answering)."""
+    queue: asyncio.Queue[Planned] = asyncio.Queue()
+    for item in items:
+        queue.put_nowait(item)
+    latencies: list[float] = []
+    wrong: list[str] = []
+    headers = {"Content-Type": "application/json"}
+    clients = [
+        httpx.AsyncClient(
+            base_url=server.url,
+            verify=verify,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            timeout=30.0,
+            trust_env=False,
+        )
+        for _ in range(concurrency)
+    ]
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        while not queue.empty():
+            item = queue.get_nowait()
+            started = time.perf_counter()
+            response = await client.post("/validate", content=item.body, headers=headers)
+            latencies.append((time.perf_counter() - started) * 1000)
+            problem = wrong_answer(item, response)
+            if problem:
+                wrong.append(problem)
+
+    try:
+        # Open every connection first: TLS handshakes are not review latency.
+        await asyncio.gather(*(client.get("/healthz") for client in clients))
+        server_cpu = process_cpu_seconds(server.process.pid)
+        client_cpu = time.process_time()
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(client) for client in clients))
+        seconds = time.perf_counter() - started
+        client_cpu = time.process_time() - client_cpu
+        server_end = process_cpu_seconds(server.process.pid)
+        if server_cpu is not None and server_end is not None:
+            server_cpu = server_end - server_cpu
+    finally:
+        await asyncio.gather(*(client.aclose() for client in clients))
+    if wrong:
+        raise BenchmarkError(f"{len(wrong)} wrong answer(s); first: {wrong[0]}", EXIT_WRONG)
+    return Phase(latencies, seconds, server_cpu, client_cpu)
+
+
+# -- counting manifest requests --------------------------------------------------------------
+
+
+class ManifestWindow:
+    """Manifest requests the registry logs between ``open()`` and ``close()``."""
+
+    def __init__(self, registry: LocalRegistry) -> None:
+        self.registry = registry
+        self.offset = 0
+
+    def open(self) -> None:
+        self.registry.request_count()  # returns once the access log is still
+        self.offset = self.registry.access_log_path.stat().st_size
+
+    def close(self) -> int:
+        self.registry.request_count()
+        with self.registry.access_log_path.open("rb") as log:
+            log.seek(self.offset)
+            added = log.read().decode("utf-8", errors="replace")
+        return sum(1 for line in added.splitlines() if MANIFEST_LINE.search(line))
+
+
+def server_manifest_requests(url: str, verify: ssl.SSLContext) -> int:
+    with httpx.Client(verify=verify, timeout=10.0, trust_env=False) as client:
+        text = client.get(f"{url}/metrics").text
+    return round(
+        sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "imagecheck_registry_requests_total"
+            and sample.labels.get("kind") == "manifest"
+        )
+    )
+
+
+# -- the phases ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setup:
+    workdir: Path
+    registry: LocalRegistry
+    tls: Tls
+    verify: ssl.SSLContext
+    present: list[str]
+    absent: list[str]
+
+
+def start_server(setup: Setup, name: str) -> Server:
+    server = Server(setup.workdir, setup.tls, name)
+    server.wait_ready(setup.verify)
+    return server
+
+
+@dataclass(frozen=True)
+class Warm:
+    phase: Phase  # ``concurrency`` at once
+    sequential: Phase  # one at a time: the service time, without queueing
+    manifests: int  # manifest requests the registry saw in both
+
+
+def warm_phase(setup: Setup, reviews: int, concurrency: int) -> Warm:
+    """Latency over a warm cache, loaded and one at a time."""
+    server = start_server(setup, "warm")
+    try:
+        present = frozenset(setup.present)
+        fill = plan([[image] for image in setup.present], present)
+        asyncio.run(send_all(server, setup.verify, fill, concurrency))
+        rng = random.Random(1)
+
+        def reviews_of(count: int) -> list[Planned]:
+            sets = [rng.sample(setup.present, IMAGES_PER_REVIEW) for _ in range(count)]
+            return plan(sets, present)
+
+        window = ManifestWindow(setup.registry)
+        window.open()
+        loaded = asyncio.run(send_all(server, setup.verify, reviews_of(reviews), concurrency))
+        sequential = asyncio.run(send_all(server, setup.verify, reviews_of(SEQUENTIAL), 1))
+        return Warm(loaded, sequential, window.close())
+    finally:
+        stop(server)
+
+
+@dataclass(frozen=True)
+class Cold:
+    phase: Phase
+    distinct: int
+    absent: int
+    by_registry: int  # manifest requests in the registry's access log
+    by_server: int  # imagecheck_registry_requests_total{kind="manifest"}
+
+    @property
+    def right(self) -> bool:
+        return self.by_registry == self.distinct == self.by_server
+
+
+def cold_phase(setup: Setup, reviews: int, concurrency: int) -> Cold:
+    """Reviews from an empty cache, and the manifest requests they caused."""
+    images = setup.present + setup.absent
+    rng = random.Random(2)
+    # Every image in at least one review; then random picks, so each image is in several
+    # reviews, some of them at the same time.
+    order = rng.sample(images, len(images))
+    sets = [order[i : i + IMAGES_PER_REVIEW] for i in range(0, len(order), IMAGES_PER_REVIEW)]
+    sets += [rng.sample(images, IMAGES_PER_REVIEW) for _ in range(max(0, reviews - len(sets)))]
+    rng.shuffle(sets)
+    server = start_server(setup, "cold")
+    try:
+        window = ManifestWindow(setup.registry)
+        window.open()
+        planned = plan(sets, frozenset(setup.present))
+        phase = asyncio.run(send_all(server, setup.verify, planned, concurrency))
+        by_registry = window.close()
+        by_server = server_manifest_requests(server.url, setup.verify)
+    finally:
+        stop(server)
+    distinct = len({image for images in sets for image in images})
+    return Cold(phase, distinct, len(setup.absent), by_registry, by_server)
+
+
+def stop(server: Server) -> None:
+    code = server.stop()
+    if code != 0:
+        raise BenchmarkError(f"imagecheck serve exited {code} after SIGTERM", EXIT_WRONG)
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+def seed(registry: LocalRegistry, images: int) -> tuple[list[str], list[str]]:
+    repos = max(1, images // 10)
+    with httpx.Client(timeout=30.0, trust_env=False) as client:
+        names = seed_many(client, registry.url, repos, max(1, images // repos))
+    present = [f"{registry.host}/{name}" for name in names]
+    absent = [
+        f"{registry.host}/{names[i % len(names)].rpartition(':')[0]}:absent-{i}"
+        for i in range(max(1, round(len(present) * MISSING_SHARE)))
+    ]
+    return present, absent
+
+
+def report(concurrency: int, warm_figures: Warm, cold: Cold) -> bool:
+    warm, one = warm_figures.phase, warm_figures.sequential
+    p50, p99 = warm.percentile(50), warm.percentile(99)
+    verdict = "PASS" if p99 < P99_TARGET_MS else "MISS"
+    print(f"imagecheck serve under load: {len(warm.latencies_ms)} reviews, {concurrency} at "
+          f"once, {IMAGES_PER_REVIEW} images each, HTTP/1.1 keep-alive over TLS; {os.cpu_count()} "
+          f"CPU(s), Python {sys.version.split()[0]}")  # fmt: skip
+    print()
+    print("warm cache (every image cached)")
+    print(f"  latency p50            {p50:8.1f} ms")
+    print(f"  latency p99            {p99:8.1f} ms   target < {P99_TARGET_MS:g} ms: {verdict}")
+    print(f"  latency max            {max(warm.latencies_ms):8.1f} ms")
+    print(f"  throughput             {warm.throughput:8.0f} reviews/s")
+    print(f"  server CPU per review  {warm.cpu_ms_per_review(warm.server_cpu):>11}")
+    print(
+        f"  client CPU per review  {warm.cpu_ms_per_review(warm.client_cpu):>11}   (same machine)"
+    )
+    print(f"  one at a time p50/p99  {one.percentile(50):8.1f} / {one.percentile(99):.1f} ms "
+          f"({len(one.latencies_ms)} reviews, no queueing)")  # fmt: skip
+    print(f"  manifest requests      {warm_figures.manifests:8d}      expected 0")
+    print()
+    print("cold cache (new server process)")
+    print(f"  reviews                {len(cold.phase.latencies_ms):8d}")
+    print(f"  distinct images        {cold.distinct:8d}      ({cold.absent} of them never pushed)")
+    print(f"  manifest requests      {cold.by_registry:8d}      registry access log")
+    print(f"  manifest requests      {cold.by_server:8d}      server /metrics")
+    print(f"  latency p50 / p99      {cold.phase.percentile(50):8.1f} / "
+          f"{cold.phase.percentile(99):.1f} ms")  # fmt: skip
+    print(f"  throughput             {cold.phase.throughput:8.0f} reviews/s")
+    right = warm_figures.manifests == 0 and cold.right
+    print()
+    print(f"one registry request per distinct image: {'yes' if right else 'NO'}")
+    return right
+
+
+def run(args: argparse.Namespace) -> int:
+    binary = find_registry_binary()
+    if binary is None:
+        raise BenchmarkError(
+            "docker-registry not found (apt-get install docker-registry)", EXIT_UNAVAILABLE
+        )
+    with tempfile.TemporaryDirectory(prefix="imagecheck-bench-webhook-") as tmp:
+        workdir = Path(tmp)
+        tls = make_tls(workdir)
+        registry = LocalRegistry(workdir / "registry", binary=binary)
+        try:
+            registry.start()
+        except RuntimeError as exc:
+            raise BenchmarkError(f"cannot start docker-registry: {exc}", EXIT_UNAVAILABLE) from None
+        try:
+            progress(f"seeding {args.images} images")
+            present, absent = seed(registry, args.images)
+            verify = ssl.create_default_context(cafile=str(tls.ca))
+            setup = Setup(workdir, registry, tls, verify, present, absent)
+            progress(f"warm: {args.reviews} reviews, {args.concurrency} at once")
+            warm = warm_phase(setup, args.reviews, args.concurrency)
+            progress(f"cold: {args.reviews} reviews over {len(present) + len(absent)} images")
+            cold = cold_phase(setup, args.reviews, args.concurrency)
+        finally:
+            registry.stop()
+    return 0 if report(args.concurrency, warm, cold) else EXIT_WRONG
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--reviews", type=int, default=500, help="reviews per phase (500)")
+    parser.add_argument("--concurrency", type=int, default=50, help="reviews at once (50)")
+    parser.add_argument("--images", type=int, default=100, help="distinct images pushed (100)")
+    args = parser.parse_args()
+    try:
+        sys.exit(run(args))
+    except BenchmarkError as exc:
+        print(f"webhook_load: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,946 @@
+"""``imagecheck serve`` as a real subprocess over TLS, answering real ``AdmissionReview``
+(``admission.k8s.io/v1``) requests about images in the real Distribution registry.
+
+What a Kubernetes API server would see: the verdict (allowed, ``status.code`` 403 and a
+message naming each missing image and its container, ``warnings``), ``response.uid`` echoing
+``request.uid``, a 400 with a JSON reason for a body that is not a review, and never a 500.
+Around it: ``/healthz``, ``/readyz``, ``/metrics`` (counters that move as they should),
+certificate rotation without a restart, the result cache (TTLs and one registry request for
+concurrent reviews, counted by a :class:`FaultProxy` in front of the registry), SIGTERM, and
+JSON log lines on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+from prometheus_client.parser import text_string_to_metric_families
+
+from imagecheck.testing.registry import TLSFiles
+from tests.integration.conftest import RegistryEndpoint
+from tests.integration.faultproxy import FaultProxy, Hang, Respond, Trickle
+from tests.integration.pki import TLSMaterial
+
+ADMISSION_V1 = "admission.k8s.io/v1"
+FOUND = "sample/app:1.0.0"
+FOUND_DOCKER = "sample/app:docker"
+FOUND_INDEX = "sample/app:multi"
+PRIVATE = "private/secret:1.0"
+# A short review deadline so that the registry-down cases end quickly.
+DEADLINE = 2.0
+# Python start-up is not in play (the server is already up), but a busy CI runner is.
+SLACK = 1.0
+START_TIMEOUT = 15.0
+STOP_TIMEOUT = 10.0
+
+
+# -- the server process ----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """As ``clirun.run_cli``: no credentials or proxies from the outer environment."""
+    dropped = ("DOCKER_", "IMAGECHECK_", "REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    env["HOME"] = str(home)
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    return env
+
+
+Metrics = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+class Webhook:
+    """A running ``imagecheck serve`` and an HTTPS client that trusts its certificate."""
+
+    def __init__(
+        self, process: subprocess.Popen[bytes], port: int, stderr: Path, trust: Path
+    ) -> None:
+        self.process = process
+        self.port = port
+        self.stderr = stderr
+        self.client = self.new_client(trust)
+
+    def new_client(self, trust: Path) -> httpx.Client:
+        """A client (keep-alive) that trusts the CA in ``trust``."""
+        return httpx.Client(
+            base_url=f"https://127.0.0.1:{self.port}",
+            verify=ssl.create_default_context(cafile=str(trust)),
+            timeout=DEADLINE + 10,
+            trust_env=False,
+        )
+
+    def post(self, content: bytes) -> httpx.Response:
+        return self.client.post(
+            "/validate", content=content, headers={"Content-Type": "application/json"}
+        )
+
+    def review(self, obj: dict[str, Any] | None, **fields: Any) -> dict[str, Any]:
+        """Send one AdmissionReview about ``obj``; return its ``response`` after checking the
+        envelope (HTTP 200, v1 AdmissionReview, ``uid`` echoed)."""
+        body = admission_review(obj, **fields)
+        answer = self.post(json.dumps(body).encode())
+        assert answer.status_code == 200, answer.text
+        return response_of(answer, body["request"]["uid"])
+
+    def metrics(self) -> Metrics:
+        page = self.client.get("/metrics")
+        assert page.status_code == 200
+        return parse_metrics(page.text)
+
+    def log_lines(self) -> list[str]:
+        return self.stderr.read_text(encoding="utf-8").splitlines()
+
+    def logs(self) -> list[dict[str, Any]]:
+        """Every stderr line, each parsed as JSON (a line that is not fails the test)."""
+        entries = []
+        for line in self.log_lines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                pytest.fail(f"stderr line is not JSON: {line!r}")
+            assert isinstance(entry, dict), line
+            entries.append(entry)
+        return entries
+
+    def terminate(self) -> tuple[int, float]:
+        """SIGTERM; the exit code and the seconds it took to exit."""
+        started = time.monotonic()
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(STOP_TIMEOUT)
+            pytest.fail(f"imagecheck serve did not exit within {STOP_TIMEOUT}s of SIGTERM")
+        return code, time.monotonic() - started
+
+    def close(self) -> None:
+        self.client.close()
+        if self.process.poll() is None:
+            self.terminate()
+
+
+def response_of(answer: httpx.Response, uid: str) -> dict[str, Any]:
+    data = answer.json()
+    assert data["apiVersion"] == ADMISSION_V1
+    assert data["kind"] == "AdmissionReview"
+    response: dict[str, Any] = data["response"]
+    assert response["uid"] == uid
+    return response
+
+
+def start_webhook(
+    workdir: Path, tls: TLSMaterial, *args: str, cert: TLSFiles | None = None
+) -> Webhook:
+    """``imagecheck serve`` on a free 127.0.0.1 port over TLS, once ``/readyz`` says 200.
+
+    The port is picked by binding 0 and closing it, so another process may take it first;
+    then the server exits with "address already in use" and we try a new port.
+    """
+    cert = cert or tls.server
+    workdir.mkdir(parents=True, exist_ok=True)
+    for _ in range(3):
+        port = free_port()
+        stderr = workdir / f"serve-{port}.log"
+        argv = [
+            sys.executable, "-m", "imagecheck", "serve",
+            "--listen", f"127.0.0.1:{port}",
+            "--tls-cert", str(cert.cert), "--tls-key", str(cert.key),
+            "--ca-file", str(tls.ca_file),
+            *args,
+        ]  # fmt: skip
+        with stderr.open("wb") as log:
+            process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=clean_env(workdir)
+            )
+        hook = Webhook(process, port, stderr, trust=tls.ca_file)
+        if wait_ready(hook):
+            return hook
+        hook.close()
+        if "address already in use" not in stderr.read_text(encoding="utf-8").lower():
+            pytest.fail(f"imagecheck serve did not start:\n{stderr.read_text(encoding='utf-8')}")
+    pytest.fail("no free port for imagecheck serve after 3 attempts")
+
+
+def wait_ready(hook: Webhook) -> bool:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline and hook.process.poll() is None:
+        with contextlib.suppress(httpx.TransportError):
+            if hook.client.get("/readyz").status_code == 200:
+                return True
+        time.sleep(0.05)
+    return False
+
+
+@contextlib.contextmanager
+def running(workdir: Path, tls: TLSMaterial, *args: str) -> Iterator[Webhook]:
+    hook = start_webhook(workdir, tls, *args)
+    try:
+        yield hook
+    finally:
+        hook.close()
+
+
+def parse_metrics(text: str) -> Metrics:
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def metric(metrics: Metrics, name: str, **labels: str) -> float:
+    return metrics.get((name, frozenset(labels.items())), 0.0)
+
+
+# -- AdmissionReview bodies ------------------------------------------------------------------
+
+
+def admission_review(
+    obj: dict[str, Any] | None,
+    *,
+    uid: str | None = None,
+    namespace: str = "team-a",
+    operation: str = "CREATE",
+    api_version: str = ADMISSION_V1,
+) -> dict[str, Any]:
+    """A review as the API server sends it (``k8s.io/api/admission/v1`` ``AdmissionRequest``)."""
+    obj = obj or {}
+    group, _, version = str(obj.get("apiVersion", "v1")).rpartition("/")
+    kind = {"group": group, "version": version, "kind": obj.get("kind", "")}
+    plural = str(obj.get("kind", "")).lower() + "s"
+    return {
+        "apiVersion": api_version,
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid or str(uuid.uuid4()),
+            "kind": kind,
+            "resource": {"group": group, "version": version, "resource": plural},
+            "requestKind": kind,
+            "requestResource": {"group": group, "version": version, "resource": plural},
+            "name": obj.get("metadata", {}).get("name", ""),
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters"]},
+            "object": obj or None,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
+
+
+Containers = list[tuple[str, str]]  # (container name, image)
+
+
+def pod_spec(init: Containers, main: Containers, ephemeral: Containers) -> dict[str, Any]:
+    def listed(items: Containers) -> list[dict[str, Any]]:
+        return [{"name": name, "image": image, "resources": {}} for name, image in items]
+
+    spec: dict[str, Any] = {"containers": listed(main), "restartPolicy": "Always"}
+    if init:
+        spec["initContainers"] = listed(init)
+    if ephemeral:
+        spec["ephemeralContainers"] = [
+            {**c, "targetContainerName": main[0][0]} for c in listed(ephemeral)
+        ]
+    return spec
+
+
+def template(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"labels": {"app": "demo"}}, "spec": spec}
+
+
+def selector(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"selector": {"matchLabels": {"app": "demo"}}, "template": template(spec)}
+
+
+# kind -> (apiVersion, the object's spec around a pod spec)
+WORKLOADS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    "Pod": ("v1", lambda spec: spec),
+    "Job": ("batch/v1", lambda spec: {"template": template(spec)}),
+    "CronJob": (
+        "batch/v1",
+        lambda spec: {
+            "schedule": "*/5 * * * *",
+            "jobTemplate": {"spec": {"template": template(spec)}},
+        },
+    ),
+    "Deployment": ("apps/v1", lambda spec: {"replicas": 2, **selector(spec)}),
+    "StatefulSet": ("apps/v1", lambda spec: {"serviceName": "demo", **selector(spec)}),
+    "DaemonSet": ("apps/v1", selector),
+    "ReplicaSet": ("apps/v1", lambda spec: {"replicas": 1, **selector(spec)}),
+    # A custom resource that keeps a pod template where the built-in workloads do.
+    "Rollout": ("argoproj.io/v1alpha1", lambda spec: {"replicas": 1, **selector(spec)}),
+}
+
+
+def workload(kind: str, spec: dict[str, Any], name: str = "demo") -> dict[str, Any]:
+    api_version, wrap = WORKLOADS[kind]
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": wrap(spec),
+    }
+
+
+def pod(*images: str, name: str = "demo") -> dict[str, Any]:
+    return workload("Pod", pod_spec([], [(f"c{i}", im) for i, im in enumerate(images)], []), name)
+
+
+def names_pair(message: str, container: str, image: str) -> bool:
+    """One ``;``-separated clause of ``message`` names both the container and the image."""
+    return any(f"'{container}'" in part and image in part for part in message.split("; "))
+
+
+# -- fixtures --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def webhook(
+    tmp_path_factory: pytest.TempPathFactory, tls_material: TLSMaterial
+) -> Iterator[Webhook]:
+    """Defaults (``--mode deny --on-error pass``) but a short ``--review-deadline``."""
+    workdir = tmp_path_factory.mktemp("webhook")
+    with running(workdir, tls_material, "--review-deadline", str(DEADLINE)) as hook:
+        yield hook
+
+
+@pytest.fixture(scope="module")
+def webhook_fail(
+    tmp_path_factory: pytest.TempPathFactory, tls_material: TLSMaterial
+) -> Iterator[Webhook]:
+    workdir = tmp_path_factory.mktemp("webhook-fail")
+    args = ("--on-error", "fail", "--review-deadline", str(DEADLINE))
+    with running(workdir, tls_material, *args) as hook:
+        yield hook
+
+
+@pytest.fixture(scope="module")
+def webhook_warn(
+    tmp_path_factory: pytest.TempPathFactory, tls_material: TLSMaterial
+) -> Iterator[Webhook]:
+    workdir = tmp_path_factory.mktemp("webhook-warn")
+    with running(workdir, tls_material, "--mode", "warn") as hook:
+        yield hook
+
+
+@pytest.fixture
+def proxy(registry_plain: RegistryEndpoint) -> Iterator[FaultProxy]:
+    with FaultProxy(registry_plain.url) as proxy:
+        yield proxy
+    assert proxy.errors == [], "the fault proxy itself failed"
+
+
+def policy_server(request: pytest.FixtureRequest, on_error: str) -> Webhook:
+    hook = request.getfixturevalue("webhook" if on_error == "pass" else "webhook_fail")
+    assert isinstance(hook, Webhook)
+    return hook
+
+
+# -- verdicts against the real registry ------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_every_kind_with_images_found_is_allowed(
+    webhook: Webhook, registry_plain: RegistryEndpoint, kind: str
+) -> None:
+    ref = registry_plain.ref
+    spec = pod_spec(
+        init=[("init", ref(FOUND))],
+        main=[("app", ref(FOUND_DOCKER))],
+        ephemeral=[("debug", ref(FOUND_INDEX))],
+    )
+    answer = webhook.review(workload(kind, spec))
+    assert answer["allowed"] is True
+    assert "status" not in answer
+    assert "warnings" not in answer
+
+
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_every_kind_names_each_missing_image_and_its_container(
+    webhook: Webhook, registry_plain: RegistryEndpoint, kind: str
+) -> None:
+    ref = registry_plain.ref
+    gone = {
+        "init-gone": ref(f"sample/app:gone-{kind.lower()}-init"),
+        "sidecar-gone": ref(f"sample/app:gone-{kind.lower()}-main"),
+        "debug-gone": ref(f"sample/nothing-{kind.lower()}:1"),
+    }
+    spec = pod_spec(
+        init=[("init-ok", ref(FOUND)), ("init-gone", gone["init-gone"])],
+        main=[("app", ref(FOUND_DOCKER)), ("sidecar-gone", gone["sidecar-gone"])],
+        ephemeral=[("debug-gone", gone["debug-gone"])],
+    )
+    uid = str(uuid.uuid4())
+    answer = webhook.review(workload(kind, spec), uid=uid)
+    assert answer["uid"] == uid
+    assert answer["allowed"] is False
+    status = answer["status"]
+    assert status["code"] == 403
+    message = status["message"]
+    for container, image in gone.items():
+        assert names_pair(message, container, image), (container, message)
+    for fine in ("init-ok", "app"):
+        assert f"'{fine}'" not in message
+    assert kind in message
+
+
+@pytest.mark.parametrize("on_error", ["pass", "fail"])
+def test_found_over_token_auth_and_tls(
+    request: pytest.FixtureRequest, registry_token: RegistryEndpoint, on_error: str
+) -> None:
+    hook = policy_server(request, on_error)
+    answer = hook.review(pod(registry_token.ref(FOUND)))
+    assert answer["allowed"] is True
+    assert "warnings" not in answer
+
+
+def test_denied_passes_with_a_warning_by_default(
+    webhook: Webhook, registry_token: RegistryEndpoint
+) -> None:
+    image = registry_token.ref(PRIVATE)
+    answer = webhook.review(pod(image))
+    assert answer["allowed"] is True
+    assert "status" not in answer
+    [warning] = answer["warnings"]
+    assert "denied" in warning
+    assert names_pair(warning, "c0", image)
+
+
+def test_denied_is_refused_with_on_error_fail(
+    webhook_fail: Webhook, registry_token: RegistryEndpoint
+) -> None:
+    image = registry_token.ref(PRIVATE)
+    answer = webhook_fail.review(pod(image))
+    assert answer["allowed"] is False
+    assert answer["status"]["code"] == 403
+    assert "denied" in answer["status"]["message"]
+    assert names_pair(answer["status"]["message"], "c0", image)
+
+
+def test_missing_is_refused_even_with_on_error_pass(
+    webhook: Webhook, registry_plain: RegistryEndpoint
+) -> None:
+    answer = webhook.review(pod(registry_plain.ref("sample/app:never-pushed")))
+    assert answer["allowed"] is False
+    assert answer["status"]["code"] == 403
+
+
+def test_warn_mode_allows_missing_with_warnings(
+    webhook_warn: Webhook, registry_plain: RegistryEndpoint
+) -> None:
+    found, gone = registry_plain.ref(FOUND), registry_plain.ref("sample/app:warn-only")
+    answer = webhook_warn.review(pod(found, gone))
+    assert answer["allowed"] is True
+    assert "status" not in answer
+    [warning] = answer["warnings"]
+    assert names_pair(warning, "c1", gone)
+    assert "missing" in warning
+
+
+def install_fault(fault: str, proxy: FaultProxy) -> str:
+    """Make the registry unreachable one way; return its host for image references."""
+    if fault == "refused":
+        return f"127.0.0.1:{free_port()}"  # nothing listens there
+    if fault == "always-503":
+        proxy.on(None, r".*", Respond.oci(503, "UNAVAILABLE", "registry is down for maintenance"))
+    else:
+        proxy.on(None, r".*", Hang())
+    return proxy.host
+
+
+@pytest.mark.parametrize("fault", ["refused", "always-503", "hang"])
+def test_registry_down_answers_within_the_deadline(
+    webhook: Webhook, webhook_fail: Webhook, proxy: FaultProxy, fault: str
+) -> None:
+    image = f"{install_fault(fault, proxy)}/sample/app:1.0.0"
+
+    def timed(hook: Webhook) -> tuple[dict[str, Any], float]:
+        started = time.monotonic()
+        answer = hook.review(pod(image))
+        return answer, time.monotonic() - started
+
+    with ThreadPoolExecutor(2) as pool:  # both policies at once: one deadline's wait, not two
+        passing, failing = pool.map(timed, [webhook, webhook_fail])
+
+    (allowed, allowed_in), (refused, refused_in) = passing, failing
+    assert allowed_in < DEADLINE + SLACK, f"--on-error pass answered in {allowed_in:.2f}s"
+    assert refused_in < DEADLINE + SLACK, f"--on-error fail answered in {refused_in:.2f}s"
+    assert allowed["allowed"] is True
+    [warning] = allowed["warnings"]
+    assert names_pair(warning, "c0", image)
+    assert refused["allowed"] is False
+    assert refused["status"]["code"] == 403
+    assert names_pair(refused["status"]["message"], "c0", image)
+
+
+# -- bodies that are not reviews -------------------------------------------------------------
+
+
+def raw(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+def review_with(obj: Any, **request: Any) -> bytes:
+    body = admission_review(None)
+    body["request"]["object"] = obj
+    body["request"].update(request)
+    return raw(body)
+
+
+def without_uid() -> bytes:
+    body = admission_review(pod("nginx"))
+    del body["request"]["uid"]
+    return raw(body)
+
+
+def thing(pod_spec: dict[str, Any]) -> bytes:
+    """A custom resource: with ``x-kubernetes-preserve-unknown-fields`` in its CRD, the API
+    server lets any shape through to the webhook."""
+    obj = {
+        "apiVersion": "example.com/v1",
+        "kind": "Thing",
+        "spec": {"template": {"spec": pod_spec}},
+    }
+    return review_with(obj)
+
+
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000
+CONTAINERS_A_NUMBER = thing({"containers": 5})
+PULL_SECRETS_A_NUMBER = thing({"containers": [], "imagePullSecrets": 5})
+METADATA_A_STRING = review_with({"apiVersion": "v1", "kind": "Pod", "metadata": "x", "spec": {}})
+
+BAD_REQUEST = [
+    pytest.param(b"{not json", id="not-json"),
+    pytest.param(b"", id="empty"),
+    pytest.param(b'{"request": "\xff"}', id="not-utf8"),
+    pytest.param(raw([1, 2]), id="json-array"),
+    pytest.param(raw(None), id="json-null"),
+    pytest.param(raw(pod("nginx")), id="a-pod-not-a-review"),
+    pytest.param(
+        raw(admission_review(pod("nginx"), api_version="admission.k8s.io/v1beta1")), id="v1beta1"
+    ),
+    pytest.param(raw({"apiVersion": ADMISSION_V1, "kind": "AdmissionReview"}), id="no-request"),
+    pytest.param(without_uid(), id="no-uid"),
+    pytest.param(review_with(pod("nginx"), uid=42), id="uid-not-a-string"),
+    pytest.param(
+        DEEP_JSON,
+        id="deeply-nested-json",
+    ),
+]
+
+NO_IMAGES = [
+    pytest.param(
+        review_with({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+        id="no-pod-template",
+    ),
+    pytest.param(review_with(None, operation="DELETE", oldObject=pod("nginx")), id="delete"),
+    pytest.param(
+        review_with({"apiVersion": "v1", "kind": "Pod", "metadata": {}}), id="pod-no-spec"
+    ),
+    pytest.param(
+        review_with({"apiVersion": "example.com/v1", "kind": "Thing", "spec": {"template": 1}}),
+        id="template-not-an-object",
+    ),
+]
+
+
+MALFORMED = [
+    pytest.param(thing({"containers": {"a": {"image": "x"}}}), id="containers-a-map"),
+    pytest.param(
+        CONTAINERS_A_NUMBER,
+        id="containers-a-number",
+    ),
+    pytest.param(
+        PULL_SECRETS_A_NUMBER,
+        id="pull-secrets-a-number",
+    ),
+    pytest.param(
+        METADATA_A_STRING,
+        id="metadata-a-string",
+    ),
+]
+
+
+def assert_still_serving(hook: Webhook, registry: RegistryEndpoint) -> None:
+    assert hook.process.poll() is None
+    assert hook.review(pod(registry.ref(FOUND)))["allowed"] is True
+
+
+@pytest.mark.parametrize("body", BAD_REQUEST)
+def test_not_a_review_is_a_400_with_a_json_reason(
+    webhook: Webhook, registry_plain: RegistryEndpoint, body: bytes
+) -> None:
+    answer = webhook.post(body)
+    assert answer.status_code == 400, answer.text
+    assert answer.headers["Content-Type"].startswith("application/json")
+    reason = answer.json()["error"]
+    assert isinstance(reason, str)
+    assert reason
+    assert_still_serving(webhook, registry_plain)
+
+
+@pytest.mark.parametrize("body", NO_IMAGES)
+def test_review_without_images_is_allowed(
+    webhook: Webhook, registry_plain: RegistryEndpoint, body: bytes
+) -> None:
+    answer = webhook.post(body)
+    assert answer.status_code == 200, answer.text
+    uid = json.loads(body)["request"]["uid"]
+    assert response_of(answer, uid)["allowed"] is True
+    assert_still_serving(webhook, registry_plain)
+
+
+@pytest.mark.parametrize("body", MALFORMED)
+def test_malformed_object_gets_a_400_or_a_verdict(webhook: Webhook, body: bytes) -> None:
+    answer = webhook.post(body)
+    assert answer.status_code in (200, 400), answer.text
+    if answer.status_code == 400:
+        assert answer.json()["error"]
+    else:
+        response_of(answer, json.loads(body)["request"]["uid"])
+
+
+def test_server_keeps_serving_after_bodies_that_crash_the_handler(
+    webhook: Webhook, registry_plain: RegistryEndpoint
+) -> None:
+    for body in [DEEP_JSON, CONTAINERS_A_NUMBER, PULL_SECRETS_A_NUMBER, METADATA_A_STRING]:
+        assert webhook.post(body).status_code in (200, 400, 500)
+    assert_still_serving(webhook, registry_plain)
+    assert webhook.logs()  # the handler's tracebacks are logged as JSON lines too
+
+
+def test_oversized_body_is_refused_not_a_500(
+    webhook: Webhook, registry_plain: RegistryEndpoint
+) -> None:
+    body = admission_review(pod("nginx"))
+    body["request"]["object"]["metadata"]["annotations"] = {"big": "x" * (4 * 1024 * 1024)}
+    answer = webhook.post(raw(body))
+    assert answer.status_code == 413
+    assert_still_serving(webhook, registry_plain)
+
+
+# -- health, readiness, metrics --------------------------------------------------------------
+
+
+def test_health_and_readiness(webhook: Webhook) -> None:
+    assert webhook.client.get("/healthz").status_code == 200
+    assert webhook.client.get("/readyz").status_code == 200
+
+
+def test_metrics_count_reviews_registry_requests_and_cache_lookups(
+    tmp_path: Path, tls_material: TLSMaterial, registry_plain: RegistryEndpoint
+) -> None:
+    found, gone = registry_plain.ref(FOUND), registry_plain.ref("sample/app:metrics-missing")
+    with running(tmp_path, tls_material) as hook:
+        before = hook.metrics()
+        assert hook.review(pod(found))["allowed"] is True  # miss: asks the registry
+        assert hook.review(pod(found))["allowed"] is True  # hit
+        assert hook.review(pod(gone))["allowed"] is False  # miss
+        assert hook.post(b"nope").status_code == 400
+        after = hook.metrics()
+
+    def delta(name: str, **labels: str) -> float:
+        return metric(after, name, **labels) - metric(before, name, **labels)
+
+    assert delta("imagecheck_reviews_total", result="allowed") == 2
+    assert delta("imagecheck_reviews_total", result="denied") == 1
+    assert delta("imagecheck_reviews_total", result="bad_request") == 1
+    assert delta("imagecheck_registry_requests_total", kind="ping", status="200") == 1
+    assert delta("imagecheck_registry_requests_total", kind="manifest", status="200") == 1
+    assert delta("imagecheck_registry_requests_total", kind="manifest", status="404") == 1
+    assert delta("imagecheck_cache_lookups_total", hit="true") == 1
+    assert delta("imagecheck_cache_lookups_total", hit="false") == 2
+    # Answered reviews are timed; a body that is not a review is not.
+    assert delta("imagecheck_review_duration_seconds_count") == 3
+    assert delta("imagecheck_review_duration_seconds_bucket", le="+Inf") == 3
+    assert delta("imagecheck_review_duration_seconds_sum") > 0
+
+
+# -- the result cache ------------------------------------------------------------------------
+
+
+def manifest_path(name: str) -> str:
+    repository, _, tag = name.rpartition(":")
+    return rf"^/v2/{repository}/manifests/{tag}$"
+
+
+@pytest.fixture
+def cached(
+    tmp_path: Path, tls_material: TLSMaterial, proxy: FaultProxy
+) -> Iterator[tuple[Webhook, FaultProxy]]:
+    """A fresh server (empty cache) behind which the proxy counts each manifest request."""
+    args = ("--cache-ttl", "3s", "--missing-ttl", "1s", "--retries", "0")
+    with running(tmp_path, tls_material, *args) as hook:
+        yield hook, proxy
+
+
+def test_found_and_missing_are_cached_for_their_ttls(
+    cached: tuple[Webhook, FaultProxy], registry_plain: RegistryEndpoint
+) -> None:
+    hook, proxy = cached
+    digest = registry_plain.images[FOUND_DOCKER].digest
+    tag, gone, pinned = FOUND, "sample/app:cache-missing", f"sample/app@{digest}"
+    images = [proxy.ref(tag), proxy.ref(gone), proxy.ref(pinned)]
+
+    def review_and_count() -> tuple[int, int, int]:
+        hook.review(pod(*images))
+        return (
+            proxy.count(path=manifest_path(tag)),
+            proxy.count(path=manifest_path(gone)),
+            proxy.count(path=rf"^/v2/sample/app/manifests/{digest}$"),
+        )
+
+    assert review_and_count() == (1, 1, 1)
+    cached_at = time.monotonic()
+    assert review_and_count() == (1, 1, 1), "a second review within the TTLs asked again"
+    time.sleep(max(0.0, cached_at + 1.4 - time.monotonic()))
+    assert review_and_count() == (1, 2, 1), "after --missing-ttl 1s only the missing tag is asked"
+    time.sleep(max(0.0, cached_at + 3.4 - time.monotonic()))
+    assert review_and_count() == (2, 3, 1), "after --cache-ttl 3s the tag is asked again"
+
+
+def test_denials_and_errors_are_not_cached(cached: tuple[Webhook, FaultProxy]) -> None:
+    hook, proxy = cached
+    denied, failing = "public/tool:2.1", "sample/app:docker"
+    proxy.on(None, manifest_path(denied), Respond.oci(403, "DENIED", "access to it is denied"))
+    proxy.on(None, manifest_path(failing), Respond.oci(500, "UNKNOWN", "storage backend failed"))
+    for _ in range(2):
+        answer = hook.review(pod(proxy.ref(denied), proxy.ref(failing)))
+        assert answer["allowed"] is True  # --on-error pass
+        assert len(answer["warnings"]) == 2
+    assert proxy.count(path=manifest_path(denied)) == 2
+    assert proxy.count(path=manifest_path(failing)) == 2  # --retries 0: one request a review
+
+
+def test_concurrent_reviews_of_a_new_image_share_one_registry_request(
+    cached: tuple[Webhook, FaultProxy], tls_material: TLSMaterial
+) -> None:
+    hook, proxy = cached
+    name = FOUND_DOCKER
+    # A slow answer (about half a second), so that all the reviews arrive while it is on its way.
+    proxy.on("HEAD", manifest_path(name), Trickle(interval=0.05, chunk=32))
+    bodies = [json.dumps(admission_review(pod(proxy.ref(name)))).encode() for _ in range(20)]
+    before = hook.metrics()
+
+    async def fire() -> list[httpx.Response]:
+        verify = ssl.create_default_context(cafile=str(tls_material.ca_file))
+        limits = httpx.Limits(max_connections=20)
+        async with httpx.AsyncClient(
+            base_url=f"https://127.0.0.1:{hook.port}", verify=verify, limits=limits, timeout=20
+        ) as client:
+            return await asyncio.gather(*(client.post("/validate", content=b) for b in bodies))
+
+    answers = asyncio.run(fire())
+    assert all(a.status_code == 200 and a.json()["response"]["allowed"] for a in answers)
+    assert proxy.count(path=manifest_path(name)) == 1
+    after = hook.metrics()
+    misses = metric(after, "imagecheck_cache_lookups_total", hit="false") - metric(
+        before, "imagecheck_cache_lookups_total", hit="false"
+    )
+    hits = metric(after, "imagecheck_cache_lookups_total", hit="true") - metric(
+        before, "imagecheck_cache_lookups_total", hit="true"
+    )
+    assert misses + hits == 20
+    # More than one review missed the cache: they waited on one request, not on a cached result.
+    assert misses >= 2, f"only {misses:g} review(s) overlapped the registry request"
+
+
+# -- certificate rotation --------------------------------------------------------------------
+
+
+def served_certificate(port: int) -> bytes:
+    """The DER certificate a new TLS connection is offered (verification is not the point)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as sock,
+        context.wrap_socket(sock, server_hostname="127.0.0.1") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+def leaf_der(chain_pem: Path) -> bytes:
+    first = chain_pem.read_text(encoding="ascii").split("-----END CERTIFICATE-----")[0]
+    return ssl.PEM_cert_to_DER_cert(first + "-----END CERTIFICATE-----\n")
+
+
+RELOAD_INTERVAL = 1.0
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """A server started with certificate A (the session's) from files it may replace, and a
+    certificate B from a second CA, as after a cert-manager issuer change."""
+
+    hook: Webhook
+    live: TLSFiles
+    cert_b: bytes  # the PEM chain
+    key_b: bytes
+    ca_b: Path
+
+
+@pytest.fixture
+def rotation(tmp_path: Path, tls_material: TLSMaterial) -> Iterator[Rotation]:
+    live = TLSFiles(cert=tmp_path / "tls.crt", key=tmp_path / "tls.key")
+    shutil.copyfile(tls_material.server.cert, live.cert)
+    shutil.copyfile(tls_material.server.key, live.key)
+    ca_b = trustme.CA(organization_name="imagecheck rotated CA")
+    leaf_b = ca_b.issue_cert("127.0.0.1", "localhost", common_name="127.0.0.1")
+    ca_b.cert_pem.write_to_path(str(tmp_path / "ca-b.pem"))
+    interval = ("--cert-reload-interval", f"{RELOAD_INTERVAL:g}s")
+    hook = start_webhook(tmp_path / "serve", tls_material, *interval, cert=live)
+    try:
+        yield Rotation(
+            hook,
+            live,
+            b"".join(p.bytes() for p in leaf_b.cert_chain_pems),
+            leaf_b.private_key_pem.bytes(),
+            tmp_path / "ca-b.pem",
+        )
+    finally:
+        hook.close()
+
+
+def swap(target: Path, blob: bytes) -> None:
+    """Replace a file atomically (write beside it, rename), as kubelet updates a secret."""
+    staged = target.with_suffix(".new")
+    staged.write_bytes(blob)
+    staged.replace(target)
+
+
+def wait_for_log(hook: Webhook, message: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(entry["msg"] == message for entry in hook.logs()):
+        assert time.monotonic() < deadline, f"no {message!r} log line within {timeout}s"
+        time.sleep(0.1)
+
+
+def test_rotated_certificate_is_served_without_a_restart(
+    rotation: Rotation, registry_plain: RegistryEndpoint
+) -> None:
+    hook, live = rotation.hook, rotation.live
+    pid = hook.process.pid
+    assert served_certificate(hook.port) == leaf_der(live.cert)
+    assert hook.review(pod(registry_plain.ref(FOUND)))["allowed"] is True
+
+    swap(live.key, rotation.key_b)
+    swap(live.cert, rotation.cert_b)
+    cert_b = leaf_der(live.cert)
+    deadline = time.monotonic() + RELOAD_INTERVAL + 5
+    while served_certificate(hook.port) != cert_b:
+        assert time.monotonic() < deadline, "certificate B not served after the interval"
+        time.sleep(0.2)
+
+    assert hook.process.poll() is None
+    assert hook.process.pid == pid
+    with hook.new_client(rotation.ca_b) as trusting_b:
+        body = raw(admission_review(pod(registry_plain.ref(FOUND))))
+        assert trusting_b.post("/validate", content=body).status_code == 200
+    messages = [entry["msg"] for entry in hook.logs()]
+    assert messages.count("serving") == 1, "the server restarted"
+    assert "certificate reloaded" in messages
+
+
+def test_a_mismatched_pair_keeps_the_old_certificate(rotation: Rotation) -> None:
+    hook, live = rotation.hook, rotation.live
+    cert_a = served_certificate(hook.port)
+    swap(live.cert, rotation.cert_b)  # the key is still A's: a writer caught half-way
+    wait_for_log(hook, "certificate reload failed; keeping the old one", RELOAD_INTERVAL + 5)
+    assert served_certificate(hook.port) == cert_a
+    assert hook.client.get("/healthz").status_code == 200
+    swap(live.key, rotation.key_b)  # the pair is whole again: B from the next look
+    deadline = time.monotonic() + RELOAD_INTERVAL + 5
+    while served_certificate(hook.port) == cert_a:
+        assert time.monotonic() < deadline, "certificate B not served after the interval"
+        time.sleep(0.2)
+
+
+# -- SIGTERM ---------------------------------------------------------------------------------
+
+
+def test_sigterm_exits_zero_promptly(
+    tmp_path: Path, tls_material: TLSMaterial, registry_plain: RegistryEndpoint
+) -> None:
+    hook = start_webhook(tmp_path, tls_material)
+    try:
+        # Leaves an idle keep-alive connection open, as the API server does.
+        assert hook.review(pod(registry_plain.ref(FOUND)))["allowed"] is True
+        code, seconds = hook.terminate()
+    finally:
+        hook.close()
+    assert code == 0
+    assert seconds < 3.0, f"exited {seconds:.2f}s after SIGTERM"
+    assert hook.logs()[-1]["msg"] == "shutting down"
+
+
+def test_sigterm_lets_a_review_in_flight_finish(
+    tmp_path: Path, tls_material: TLSMaterial, proxy: FaultProxy
+) -> None:
+    proxy.on(None, r".*", Hang())
+    hook = start_webhook(tmp_path, tls_material, "--review-deadline", str(DEADLINE))
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(hook.review, pod(proxy.ref(FOUND)))
+            time.sleep(0.5)  # the review is waiting on the hung registry
+            code, seconds = hook.terminate()
+            answer = pending.result()
+    finally:
+        hook.close()
+    assert answer["allowed"] is True  # answered (--on-error pass), not dropped
+    assert code == 0
+    assert seconds < DEADLINE + SLACK, f"exited {seconds:.2f}s after SIGTERM"
+
+
+# -- logs ------------------------------------------------------------------------------------
+
+
+def test_logs_are_json_lines_with_review_fields(
+    webhook: Webhook, registry_plain: RegistryEndpoint
+) -> None:
+    uid = str(uuid.uuid4())
+    spec = pod_spec([], [("app", registry_plain.ref("sample/app:logged-missing"))], [])
+    webhook.review(workload("Deployment", spec, name="logged"), uid=uid)
+    assert webhook.post(b"nope").status_code == 400
+    entries = webhook.logs()  # fails on any line that is not JSON
+    assert all({"time", "level", "msg"} <= entry.keys() for entry in entries)
+    [line] = [e for e in entries if e.get("uid") == uid]
+    assert line["msg"] == "review"
+    assert line["kind"] == "Deployment"
+    assert line["namespace"] == "team-a"
+    assert line["object"] == "logged"
+    assert line["outcome"] == "denied"
+    assert line["allowed"] is False
+    assert "logged-missing" in line["reason"]
+    assert any(e["msg"] == "bad review" and e.get("reason") for e in entries)

@@ -1,0 +1,340 @@
+"""``imagecheck.webhook.review``: AdmissionReview in, images out, the verdict and the answer
+back. Pure functions, so plain tables: every kind's pod spec, every container list, every
+status under every policy, and the response's shape and caps."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pytest
+
+from imagecheck.reference import parse_reference
+from imagecheck.result import CheckResult, Status
+from imagecheck.webhook.review import (
+    API_VERSION,
+    BadReview,
+    ContainerImage,
+    Review,
+    decide,
+    distinct_images,
+    parse_review,
+    response,
+)
+
+SPEC: dict[str, Any] = {
+    "initContainers": [{"name": "setup", "image": "busybox:1.36"}],
+    "containers": [
+        {"name": "app", "image": "ghcr.io/acme/app:2"},
+        {"name": "proxy", "image": "envoyproxy/envoy:v1.30"},
+    ],
+    "ephemeralContainers": [{"name": "debug", "image": "nicolaka/netshoot"}],
+    "imagePullSecrets": [{"name": "regcred"}, {"name": "mirror"}],
+}
+IMAGES = [
+    ContainerImage("setup", "busybox:1.36"),
+    ContainerImage("app", "ghcr.io/acme/app:2"),
+    ContainerImage("proxy", "envoyproxy/envoy:v1.30"),
+    ContainerImage("debug", "nicolaka/netshoot"),
+]
+
+
+def templated(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"template": {"metadata": {"labels": {"a": "b"}}, "spec": spec}}
+
+
+def obj(kind: str, spec: dict[str, Any], api_version: str = "apps/v1") -> dict[str, Any]:
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": "web"}, "spec": spec}
+
+
+def review_body(obj: Any, **request: Any) -> dict[str, Any]:
+    kind = obj.get("kind", "") if isinstance(obj, dict) else ""
+    fields: dict[str, Any] = {
+        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+        "kind": {"group": "apps", "version": "v1", "kind": kind},
+        "namespace": "team-a",
+        "operation": "CREATE",
+        "object": obj,
+        **request,
+    }
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "request": fields}
+
+
+WORKLOADS = [
+    pytest.param(obj("Pod", SPEC, "v1"), id="Pod"),
+    pytest.param(obj("Job", templated(SPEC), "batch/v1"), id="Job"),
+    pytest.param(
+        obj(
+            "CronJob", {"schedule": "@daily", "jobTemplate": {"spec": templated(SPEC)}}, "batch/v1"
+        ),
+        id="CronJob",
+    ),
+    pytest.param(obj("Deployment", templated(SPEC)), id="Deployment"),
+    pytest.param(obj("StatefulSet", templated(SPEC)), id="StatefulSet"),
+    pytest.param(obj("DaemonSet", templated(SPEC)), id="DaemonSet"),
+    pytest.param(obj("ReplicaSet", templated(SPEC)), id="ReplicaSet"),
+    pytest.param(obj("Rollout", templated(SPEC), "argoproj.io/v1alpha1"), id="custom-resource"),
+]
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_every_kind_yields_every_container_list_in_order(workload: dict[str, Any]) -> None:
+    review = parse_review(review_body(workload))
+    assert review == Review(
+        uid="705ab4f5-6393-11e8-b7cc-42010a800002",
+        kind=workload["kind"],
+        namespace="team-a",
+        name="web",
+        images=IMAGES,
+        pull_secrets=["regcred", "mirror"],
+    )
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        pytest.param(obj("ConfigMap", {}, "v1"), id="no-pod-template"),
+        pytest.param({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}}, id="no-spec"),
+        pytest.param(obj("Service", {"template": "x"}, "v1"), id="template-not-an-object"),
+        pytest.param(obj("Job", {"template": {"spec": None}}, "batch/v1"), id="template-spec-null"),
+        pytest.param(obj("CronJob", templated(SPEC), "batch/v1"), id="cronjob-without-jobtemplate"),
+        pytest.param(None, id="delete-has-no-object"),
+        pytest.param(obj("Pod", {"containers": []}, "v1"), id="pod-without-containers"),
+    ],
+)
+def test_objects_without_images_yield_none(workload: Any) -> None:
+    review = parse_review(review_body(workload))
+    assert review.images == []
+    assert review.pull_secrets == []
+
+
+def test_containers_without_an_image_string_are_skipped() -> None:
+    spec = {
+        "containers": [
+            {"name": "ok", "image": "nginx"},
+            {"name": "no-image"},
+            {"name": "number", "image": 5},
+            "not-a-container",
+        ],
+        "initContainers": None,
+        "imagePullSecrets": [{"name": "kept"}, {"nameless": True}, "x"],
+    }
+    review = parse_review(review_body(obj("Pod", spec, "v1")))
+    assert review.images == [ContainerImage("ok", "nginx")]
+    assert review.pull_secrets == ["kept"]
+
+
+@pytest.mark.parametrize(
+    ("metadata", "request_fields", "name", "namespace"),
+    [
+        ({"name": "web", "namespace": "ns-meta"}, {}, "web", "team-a"),
+        ({"generateName": "web-"}, {}, "web-", "team-a"),
+        ({}, {"name": "from-request"}, "from-request", "team-a"),
+        ({"namespace": "ns-meta"}, {"namespace": None}, "", "ns-meta"),
+    ],
+    ids=["name", "generate-name", "request-name", "namespace-from-metadata"],
+)
+def test_name_and_namespace(
+    metadata: dict[str, Any], request_fields: dict[str, Any], name: str, namespace: str
+) -> None:
+    workload = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": SPEC}
+    review = parse_review(review_body(workload, **request_fields))
+    assert (review.name, review.namespace) == (name, namespace)
+
+
+def test_kind_falls_back_to_the_object() -> None:
+    review = parse_review(review_body(obj("Pod", SPEC, "v1"), kind=None))
+    assert review.kind == "Pod"
+
+
+def without(key: str) -> dict[str, Any]:
+    body = review_body(obj("Pod", SPEC, "v1"))
+    del body["request"][key]
+    return body
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(None, id="null"),
+        pytest.param([], id="array"),
+        pytest.param("AdmissionReview", id="string"),
+        pytest.param(obj("Pod", SPEC, "v1"), id="a-pod"),
+        pytest.param({**review_body({}), "apiVersion": "admission.k8s.io/v1beta1"}, id="v1beta1"),
+        pytest.param({**review_body({}), "apiVersion": None}, id="no-api-version"),
+        pytest.param({"apiVersion": API_VERSION, "kind": "AdmissionReview"}, id="no-request"),
+        pytest.param({**review_body({}), "request": []}, id="request-not-an-object"),
+        pytest.param(without("uid"), id="no-uid"),
+        pytest.param(review_body({}, uid=7), id="uid-not-a-string"),
+    ],
+)
+def test_what_is_not_a_v1_review_is_a_bad_review(body: Any) -> None:
+    with pytest.raises(BadReview):
+        parse_review(body)
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        pytest.param(
+            obj("Thing", templated({"containers": 5}), "example.com/v1"),
+            id="containers-a-number",
+        ),
+        pytest.param(
+            obj("Thing", templated({"imagePullSecrets": 5}), "example.com/v1"),
+            id="pull-secrets-a-number",
+        ),
+        pytest.param(
+            {"apiVersion": "v1", "kind": "Pod", "metadata": "x", "spec": SPEC},
+            id="metadata-a-string",
+        ),
+        pytest.param(
+            obj("Thing", templated({"containers": {"a": 1}}), "x/v1"), id="containers-a-map"
+        ),
+    ],
+)
+def test_malformed_objects_raise_nothing_but_bad_review(workload: Any) -> None:
+    """A custom resource with ``x-kubernetes-preserve-unknown-fields`` reaches the webhook
+    unvalidated; whatever its shape, the server must answer (400 or a verdict), not crash."""
+    with contextlib.suppress(BadReview):
+        parse_review(review_body(workload))
+
+
+# -- decide ----------------------------------------------------------------------------------
+
+IMAGE = "ghcr.io/acme/app:2"
+
+
+def one_image(status: Status) -> tuple[Review, dict[str, CheckResult]]:
+    review = Review("u", "Deployment", "team-a", "web", [ContainerImage("app", IMAGE)], [])
+    result = CheckResult(IMAGE, parse_reference(IMAGE), status, message="why")
+    return review, {IMAGE: result}
+
+
+# status, warn_only, errors_pass -> allowed, outcome, has a refusal message, warnings
+DECISIONS = [
+    (Status.FOUND, False, False, True, "allowed", False, 0),
+    (Status.FOUND, True, True, True, "allowed", False, 0),
+    (Status.MISSING, False, True, False, "denied", True, 0),
+    (Status.MISSING, False, False, False, "denied", True, 0),
+    (Status.MISSING, True, True, True, "warned", False, 1),
+    (Status.MISSING, True, False, True, "warned", False, 1),
+    (Status.INVALID, False, True, False, "denied", True, 0),
+    (Status.INVALID, True, True, True, "warned", False, 1),
+    (Status.DENIED, False, True, True, "error", False, 1),
+    (Status.DENIED, False, False, False, "denied", True, 0),
+    (Status.DENIED, True, True, True, "error", False, 1),
+    (Status.DENIED, True, False, True, "warned", False, 1),
+    (Status.ERROR, False, True, True, "error", False, 1),
+    (Status.ERROR, False, False, False, "denied", True, 0),
+    (Status.ERROR, True, True, True, "error", False, 1),
+    (Status.ERROR, True, False, True, "warned", False, 1),
+]
+
+
+@pytest.mark.parametrize(
+    ("status", "warn_only", "errors_pass", "allowed", "outcome", "refused", "warnings"),
+    DECISIONS,
+    ids=[
+        f"{s.value}-{'warn' if w else 'deny'}-{'pass' if p else 'fail'}"
+        for s, w, p, *_ in DECISIONS
+    ],
+)
+def test_decide(
+    status: Status,
+    warn_only: bool,
+    errors_pass: bool,
+    allowed: bool,
+    outcome: str,
+    refused: bool,
+    warnings: int,
+) -> None:
+    review, results = one_image(status)
+    verdict = decide(review, results, warn_only=warn_only, errors_pass=errors_pass)
+    assert (verdict.allowed, verdict.outcome) == (allowed, outcome)
+    assert len(verdict.warnings) == warnings
+    if refused:
+        assert verdict.message == (
+            f"imagecheck refused Deployment web: container 'app': image {IMAGE} is "
+            f"{status.value}: why"
+        )
+    else:
+        assert verdict.message == ""
+    for warning in verdict.warnings:
+        assert f"container 'app': image {IMAGE} is {status.value}: why" in warning
+        passed = status in (Status.DENIED, Status.ERROR) and errors_pass
+        assert warning.startswith("not checked, allowed by --on-error pass") == passed
+
+
+def test_decide_names_every_problem_and_keeps_passed_errors_as_warnings() -> None:
+    items = [
+        ("a", "x/a:1", Status.MISSING),
+        ("b", "x/b:1", Status.ERROR),
+        ("c", "x/c:1", Status.FOUND),
+    ]
+    review = Review("u", "Pod", "ns", "p", [ContainerImage(n, i) for n, i, _ in items], [])
+    results = {i: CheckResult(i, parse_reference(i), s, message=s.value) for _, i, s in items}
+    verdict = decide(review, results, warn_only=False, errors_pass=True)
+    assert not verdict.allowed
+    assert "container 'a': image docker.io/x/a:1 is missing" in verdict.message
+    assert "'b'" not in verdict.message and "'c'" not in verdict.message
+    [warning] = verdict.warnings
+    assert "container 'b': image docker.io/x/b:1 is error" in warning
+
+
+def test_decide_with_an_invalid_reference_shows_it_as_given() -> None:
+    review = Review("u", "Pod", "ns", "p", [ContainerImage("app", "UPPER/case")], [])
+    results = {"UPPER/case": CheckResult("UPPER/case", None, Status.INVALID, message="bad")}
+    verdict = decide(review, results, warn_only=False, errors_pass=True)
+    assert (
+        verdict.message
+        == "imagecheck refused Pod p: container 'app': image UPPER/case is invalid: bad"
+    )
+
+
+# -- response --------------------------------------------------------------------------------
+
+
+def test_response_allowed_is_minimal() -> None:
+    review, results = one_image(Status.FOUND)
+    verdict = decide(review, results, warn_only=False, errors_pass=True)
+    assert response("uid-1", verdict) == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": "uid-1", "allowed": True},
+    }
+
+
+def test_response_refused_carries_a_403_status() -> None:
+    review, results = one_image(Status.MISSING)
+    verdict = decide(review, results, warn_only=False, errors_pass=True)
+    answer = response("uid-2", verdict)["response"]
+    assert answer == {
+        "uid": "uid-2",
+        "allowed": False,
+        "status": {"code": 403, "reason": "Forbidden", "message": verdict.message},
+    }
+
+
+def test_response_warnings_and_message_are_capped() -> None:
+    items = [ContainerImage(f"c{i}", f"r.example.com/{'a' * 200}/app{i}:1") for i in range(25)]
+    review = Review("u", "Pod", "ns", "p", items, [])
+    results = {
+        c.image: CheckResult(c.image, parse_reference(c.image), Status.MISSING, message="gone")
+        for c in items
+    }
+    warned = response("u", decide(review, results, warn_only=True, errors_pass=True))["response"]
+    assert warned["allowed"] is True
+    assert "status" not in warned
+    assert len(warned["warnings"]) == 20
+    assert all(len(w) == 256 for w in warned["warnings"])
+    assert warned["warnings"][0].startswith("container 'c0': image r.example.com/aaa")
+    refused = response("u", decide(review, results, warn_only=False, errors_pass=True))["response"]
+    assert len(refused["status"]["message"]) == 4096
+    assert "warnings" not in refused
+
+
+def test_distinct_images_keeps_first_seen_order() -> None:
+    items = [ContainerImage(n, i) for n, i in [("a", "x:1"), ("b", "y:1"), ("c", "x:1")]]
+    review = Review("u", "Pod", "ns", "p", items, [])
+    assert distinct_images(review) == ["x:1", "y:1"]
