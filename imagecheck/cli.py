@@ -77,6 +77,12 @@ Exit codes:
 When several apply: 2, then 1, then 3, then 4."""
 
 
+SCAN_EXIT_CODES_HELP = EXIT_CODES_HELP.replace(
+    "usage error or invalid reference (nothing was sent to any registry)",
+    "usage error, invalid reference, or a file that cannot be read (the rest is checked)",
+)
+
+
 def exit_code(results: Sequence[CheckResult], *, errors_pass: bool = False) -> int:
     """The one exit code for a run; with ``errors_pass``, registry errors do not fail it."""
     statuses = {r.status for r in results}
@@ -339,7 +345,7 @@ def check(
     _finish(results, output, settings)
 
 
-@cli.command(epilog=EXIT_CODES_HELP)
+@cli.command(epilog=SCAN_EXIT_CODES_HELP)
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
     "-o",
