@@ -7,6 +7,10 @@ and writes a complete root filesystem to ``--out``:
   (as ``ldd`` resolves them, symlinks kept as symlinks);
 * the standard library as ``<prefix>/lib/python311.zip``: only the modules imagecheck, its
   dependencies and ``python -m`` can import, compiled to ``.pyc``;
+* with ``--extras`` (the optional extras the venv was installed with, e.g. ``webhook``): the
+  shared libraries every extension module of the dependencies loads, too (frozenlist needs
+  libstdc++; most need libpthread), each extension imported by the smoke test, since a
+  package that falls back to pure Python on an ImportError would hide a missing library;
 * imagecheck (without ``imagecheck.testing``) and its installed dependencies (without pip and
   setuptools) as sourceless ``.pyc`` in ``<prefix>/lib/imagecheck``;
 * a ``._pth`` file next to the interpreter naming exactly those three places on ``sys.path``;
@@ -23,12 +27,14 @@ imports inside functions) of imagecheck and every module of its dependencies, pl
 traced run imports (names imported by string, such as codecs), plus every codec, minus
 a short list of large modules that are reachable only from code paths the command never
 takes (``DENY``). The result is then smoke-tested with the pruned interpreter itself, so a
-module pruned by mistake fails the build instead of a check.
+module pruned by mistake fails the build instead of a check. With the ``webhook`` extra the
+traced and smoke-tested runs also include ``serve`` (plain HTTP on a loopback port: readyz,
+one review, metrics, SIGTERM).
 """
 
 # A build tool: it runs fixed system tools (ldd, ldconfig, dpkg-query) and the interpreter it
-# assembles, never input from outside the build.
-# ruff: noqa: S603, S607
+# assembles, never input from outside the build; it opens only http://127.0.0.1 URLs it makes.
+# ruff: noqa: S310, S603, S607
 
 from __future__ import annotations
 
@@ -38,11 +44,15 @@ import os
 import py_compile
 import re
 import shutil
+import signal
+import socket
 import ssl
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
+import urllib.request
 import zipfile
 from collections.abc import Iterable, Iterator
 from modulefinder import ModuleFinder
@@ -77,6 +87,9 @@ DENY = (
     "venv",
     "xmlrpc",
 )
+# Files in dependency packages that only a C compiler or a type checker reads (aiohttp,
+# multidict, yarl ship Cython sources and headers; attrs .pyi stubs).
+BUILD_ONLY = ("*.pyx", "*.pxd", "*.pxi", "*.c", "*.h", "*.pyi")
 NONROOT = 65532
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
@@ -91,6 +104,36 @@ SMOKE = (
     (["check", "--timeout", "1", "--retries", "0", "127.0.0.1:9/a/b:1"], 4),
     # a host name: asyncio resolves it in a thread pool (concurrent.futures.thread)
     (["check", "--timeout", "1", "--retries", "0", "localhost:9/a/b:1"], 4),
+)
+# The webhook extra's run: serve on a free loopback port, /readyz, one review of a pod whose
+# image is on a closed port (--on-error pass: allowed, with a warning), /metrics, SIGTERM.
+SERVE_ARGS = ("serve", "--insecure-http", "--timeout", "1", "--retries", "0")
+SERVE_REVIEW = {
+    "apiVersion": "admission.k8s.io/v1",
+    "kind": "AdmissionReview",
+    "request": {
+        "uid": "prune-smoke",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "namespace": "default",
+        "operation": "CREATE",
+        "object": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "smoke", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "127.0.0.1:9/a/b:1"}]},
+        },
+    },
+}
+# Imports every extension module named on the command line (the pruned interpreter's check
+# that each loads with the image's libraries and standard library).
+IMPORT_ALL = (
+    "import importlib, json, os, sys\n"
+    "for name in sys.argv[1:]:\n"
+    "    importlib.import_module(name)\n"
+    "if os.environ.get('PRUNE_TRACE'):\n"
+    "    with open(os.environ['PRUNE_TRACE'], 'a') as f:\n"
+    "        f.write(json.dumps(sorted(sys.modules)) + '\\n')\n"
 )
 HELPER_CONFIG = '{"credHelpers": {"127.0.0.1:9": "imagecheck-smoke"}}'
 HELPER = (
@@ -112,14 +155,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", type=Path, required=True, help="the checkout (has imagecheck/)")
     parser.add_argument("--out", type=Path, required=True, help="root filesystem to write")
+    parser.add_argument(
+        "--extras",
+        default="",
+        help="the optional extras the venv was installed with, comma-separated (webhook)",
+    )
     args = parser.parse_args()
-    Runtime(args.src, args.out).build()
+    extras = frozenset(e.strip() for e in args.extras.split(",") if e.strip())
+    Runtime(args.src, args.out, extras).build()
 
 
 class Runtime:
-    def __init__(self, src: Path, out: Path) -> None:
+    def __init__(self, src: Path, out: Path, extras: frozenset[str] = frozenset()) -> None:
         self.src = src
         self.out = out
+        self.extras = extras
         self.prefix = Path(sys.base_prefix)
         self.stdlib = Path(sysconfig.get_path("stdlib"))
         self.dynload = Path(str(sysconfig.get_config_var("DESTSHARED")))
@@ -142,7 +192,10 @@ class Runtime:
         interpreter = self.copy_path(self.python)
         launcher = self.link_python3(interpreter)
         self.write_pth(interpreter)
-        self.copy_libraries([interpreter, *extensions])
+        # The libraries every C extension loads, the dependencies' too (PyYAML's _yaml needs
+        # libpthread): an extension that cannot load falls back to slow pure Python silently.
+        app_extensions = [path for path, _ in self.app_extensions()]
+        self.copy_libraries([interpreter, *extensions, *app_extensions])
         self.copy_certificates()
         self.write_system_files()
         self.write_dpkg_records()
@@ -181,17 +234,37 @@ class Runtime:
                 if parts:
                     yield ".".join(parts)
 
+    def app_extensions(self) -> list[tuple[Path, str]]:
+        """The dependencies' extension modules: (file, module name)."""
+        found = []
+        for path in sorted(self.site.rglob("*.so")):
+            rel = path.relative_to(self.site)
+            if not _dropped(rel.parts[0]):
+                name = ".".join([*rel.parts[:-1], rel.name.split(".", 1)[0]])
+                if all(p.isidentifier() for p in name.split(".")):
+                    found.append((path, name))
+        return found
+
     def traced_modules(self) -> set[str]:
+        runs = len(SMOKE)
         with tempfile.TemporaryDirectory() as tmp:
             trace = Path(tmp) / "trace.jsonl"
+            env = self.smoke_env(Path(tmp), sys.executable) | {"PRUNE_TRACE": str(trace)}
+            env["PYTHONPATH"] = str(self.src)
             for argv, _ in SMOKE:
-                env = self.smoke_env(Path(tmp), sys.executable) | {"PRUNE_TRACE": str(trace)}
-                env["PYTHONPATH"] = str(self.src)
                 cmd = [sys.executable, "-c", TRACE, *argv]
                 subprocess.run(cmd, env=env, check=False, capture_output=True, cwd=tmp)
+            # Every dependency extension is imported, so its stdlib imports are traced
+            names = [name for _, name in self.app_extensions()]
+            cmd = [sys.executable, "-c", IMPORT_ALL, *names]
+            subprocess.run(cmd, env=env, check=False, capture_output=True, cwd=tmp)
+            runs += 1
+            if "webhook" in self.extras:
+                self.serve_run([sys.executable, "-c", TRACE], env, Path(tmp))
+                runs += 1
             lines = trace.read_text().splitlines() if trace.exists() else []
-        if len(lines) != len(SMOKE):
-            raise SystemExit(f"prune: traced {len(lines)} of {len(SMOKE)} runs")
+        if len(lines) != runs:
+            raise SystemExit(f"prune: traced {len(lines)} of {runs} runs")
         return {name for line in lines for name in json.loads(line)}
 
     def codecs(self) -> set[str]:
@@ -250,7 +323,9 @@ class Runtime:
             if _dropped(entry.name) or entry.name == "__pycache__" or entry.suffix == ".pth":
                 continue
             if entry.is_dir():
-                ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "RECORD", "INSTALLER")
+                ignore = shutil.ignore_patterns(
+                    "__pycache__", "*.pyc", "RECORD", "INSTALLER", *BUILD_ONLY
+                )
                 shutil.copytree(entry, target / entry.name, ignore=ignore)
             else:
                 shutil.copy2(entry, target / entry.name)
@@ -290,7 +365,8 @@ class Runtime:
                 continue
             seen.add(elf)
             for lib in _ldd(elf):
-                pending.append(self.copy_path(lib))
+                # a wheel's own <dist>.libs are shipped with it by copy_app
+                pending.append(lib if lib.is_relative_to(self.site) else self.copy_path(lib))
         defaults = {Path("/lib"), Path("/usr/lib")}
         multiarch = sysconfig.get_config_var("MULTIARCH")
         defaults |= {d / str(multiarch) for d in list(defaults)} if multiarch else set()
@@ -370,6 +446,46 @@ class Runtime:
                     )
                 if "-o" in argv:
                     json.loads(done.stdout)
+            # And must load with the pruned runtime: a missing library fails the build
+            names = [name for _, name in self.app_extensions()]
+            env = self.smoke_env(Path(tmp), python)
+            done = subprocess.run(
+                [python, "-c", IMPORT_ALL, *names],
+                env=env,
+                capture_output=True,
+                text=True,
+                cwd=tmp,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"prune: extension modules do not load:\n{done.stderr}")
+            if "webhook" in self.extras:
+                self.serve_run(
+                    [python, "-m", "imagecheck"], self.smoke_env(Path(tmp), python), Path(tmp)
+                )
+
+    def serve_run(self, command: list[str], env: dict[str, str], cwd: Path) -> None:
+        """``serve`` on a free loopback port: ready, one review, metrics, SIGTERM -> 0."""
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        base = f"http://127.0.0.1:{port}"
+        argv = [*command, *SERVE_ARGS, "--listen", f"127.0.0.1:{port}"]
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err)
+            try:
+                problem = _serve_exchange(proc, base)
+                proc.send_signal(signal.SIGTERM)
+                code = proc.wait(timeout=30)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            out.seek(0)
+            err.seek(0)
+            logs = (out.read() + err.read()).decode(errors="replace")
+        if problem or code != 0 or "Traceback" in logs:
+            raise SystemExit(f"prune: serve smoke test ({problem or 'exit ' + str(code)}):\n{logs}")
 
     def smoke_env(self, tmp: Path, python: str) -> dict[str, str]:
         """A credential helper on PATH (a Python script) named by a config.json."""
@@ -424,6 +540,36 @@ def _compile(source: Path, shown: Path | None = None) -> bytes:
             invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
         )
         return cfile.read_bytes()
+
+
+def _serve_exchange(proc: subprocess.Popen[bytes], base: str) -> str | None:
+    """What went wrong talking to a starting ``serve`` (None: ready, reviewed, counted)."""
+    deadline = time.monotonic() + 30
+    while True:
+        if proc.poll() is not None:
+            return f"exited {proc.returncode} before it was ready"
+        try:
+            with urllib.request.urlopen(f"{base}/readyz", timeout=2) as answer:
+                if answer.status == 200:
+                    break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            return "not ready in 30 s"
+        time.sleep(0.2)
+    request = urllib.request.Request(
+        f"{base}/validate",
+        data=json.dumps(SERVE_REVIEW).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        review = json.loads(answer.read())
+    if review.get("response", {}).get("uid") != "prune-smoke":
+        return f"unexpected review answer {review}"
+    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as answer:
+        if b"imagecheck_reviews_total" not in answer.read():
+            return "no imagecheck_reviews_total in /metrics"
+    return None
 
 
 def _ldd(elf: Path) -> list[Path]:

@@ -4,13 +4,18 @@
 # nothing is pulled from a container registry. See docker/README.md.
 #
 #   scripts/image-build.sh            build (or rebuild) localhost/imagecheck:dev, print its size
+#   scripts/image-build.sh --webhook  the webhook image (`serve` too: the webhook extra),
+#                                     localhost/imagecheck-webhook:dev
 #
 # Idempotent: buildah and debootstrap are installed only when missing, the base image is made
 # only when it is not in buildah's storage, and buildah's layer cache skips the dependency
 # install while pyproject.toml and docker/constraints.txt are unchanged.
 #
 # Environment:
-#   IMAGECHECK_IMAGE       image to build            (default localhost/imagecheck:dev)
+#   IMAGECHECK_IMAGE       image to build            (default localhost/imagecheck:dev, with
+#                                                     extras localhost/imagecheck-webhook:dev)
+#   IMAGECHECK_EXTRAS      optional extras to install, comma-separated (the EXTRAS build arg;
+#                          default none; --webhook sets webhook)
 #   IMAGECHECK_BUILD_BASE  local build-stage base    (default localhost/imagecheck-build-base:bookworm)
 #   DEBIAN_MIRROR          mirror for debootstrap    (default: this machine's apt sources, else
 #                                                     http://deb.debian.org/debian)
@@ -21,7 +26,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-IMAGE="${IMAGECHECK_IMAGE:-localhost/imagecheck:dev}"
+EXTRAS="${IMAGECHECK_EXTRAS:-}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --webhook) EXTRAS=webhook; shift ;;
+    -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    *) printf 'image-build: unknown argument %s (try --help)\n' "$1" >&2; exit 2 ;;
+  esac
+done
+if [ -n "$EXTRAS" ]; then
+  IMAGE="${IMAGECHECK_IMAGE:-localhost/imagecheck-webhook:dev}"
+else
+  IMAGE="${IMAGECHECK_IMAGE:-localhost/imagecheck:dev}"
+fi
 BASE="${IMAGECHECK_BUILD_BASE:-localhost/imagecheck-build-base:bookworm}"
 SUITE=bookworm
 export STORAGE_DRIVER="${STORAGE_DRIVER:-vfs}"
@@ -116,7 +133,8 @@ build_image() {
   local ca="${PIP_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}" args=()
   [ -s "$ca" ] && args+=(--secret "id=pip-ca,src=$ca")
   [ -n "${PIP_INDEX_URL:-}" ] && args+=(--build-arg "PIP_INDEX_URL=$PIP_INDEX_URL")
-  log "building $IMAGE (buildah, $STORAGE_DRIVER, $BUILDAH_ISOLATION)"
+  [ -n "$EXTRAS" ] && args+=(--build-arg "EXTRAS=$EXTRAS")
+  log "building $IMAGE${EXTRAS:+ (extras: $EXTRAS)} (buildah, $STORAGE_DRIVER, $BUILDAH_ISOLATION)"
   buildah build --layers --pull=never \
     --build-arg "BUILD_IMAGE=$BASE" \
     --ignorefile docker/Dockerfile.dockerignore \

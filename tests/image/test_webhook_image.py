@@ -1,0 +1,215 @@
+"""The webhook image (docker/Dockerfile with ``--build-arg EXTRAS=webhook``, built by
+``scripts/image-build.sh --webhook``): ``imagecheck serve`` run by scripts/image-run.sh as a
+runtime would (read-only root, UID 65532, no capabilities, PID 1) answering real
+``AdmissionReview`` requests about images in a real registry.
+
+Same rules as test_image.py (whose helpers and registry fixtures this reuses): buildah or
+docker-registry missing, or not root: skip, except under ``CI=true`` where that fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.image.test_image import (
+    BUILD,
+    BUILDAH_ENV,
+    NONROOT,
+    RUN,
+    Image,
+    Registry,
+    _buildah,
+    _find_entrypoint,
+    _unavailable,
+    _uncompressed_size,
+    registry,  # noqa: F401 - a fixture, used by name
+    storage,  # noqa: F401 - a fixture, used by registry
+)
+from tests.integration.test_webhook import admission_review, workload
+
+WEBHOOK_IMAGE = os.environ.get("IMAGECHECK_WEBHOOK_IMAGE", "localhost/imagecheck-webhook:dev")
+MAX_SIZE = 45_000_000
+WEBHOOK_IMAGE_SIZE_KEY = "webhook_image_size_bytes"
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 15.0
+
+pytestmark = pytest.mark.timeout(900)
+
+
+class _SizeReport:
+    """Prints the webhook image's size at the end of the run (as conftest does for the
+    default image), whether or not the size test failed."""
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        reports = terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
+        for report in reports:
+            for key, value in report.user_properties:
+                if key == WEBHOOK_IMAGE_SIZE_KEY:
+                    terminalreporter.write_sep("-", "imagecheck webhook image")
+                    terminalreporter.write_line(
+                        f"uncompressed size: {value} bytes ({int(value) / 1e6:.1f} MB)"
+                    )
+                    return
+
+
+@pytest.fixture(scope="session")
+def webhook_image(pytestconfig: pytest.Config) -> Iterator[Image]:
+    if shutil.which("buildah") is None:
+        _unavailable("buildah is not installed: scripts/image-build.sh installs it")
+    if os.geteuid() != 0:
+        _unavailable("building and running the image here needs root (mount, chroot)")
+    if not pytestconfig.pluginmanager.has_plugin("imagecheck-webhook-image-size"):
+        pytestconfig.pluginmanager.register(_SizeReport(), "imagecheck-webhook-image-size")
+    env = os.environ | {"IMAGECHECK_IMAGE": WEBHOOK_IMAGE}
+    built = subprocess.run(
+        [BUILD, "--webhook"], env=env, capture_output=True, text=True, check=False
+    )
+    if built.returncode != 0:
+        pytest.fail(f"scripts/image-build.sh --webhook failed:\n{built.stderr[-4000:]}")
+    inspected = json.loads(_buildah("inspect", "--type", "image", WEBHOOK_IMAGE))
+    container = _buildah("from", "--pull=never", "--quiet", WEBHOOK_IMAGE).strip()
+    try:
+        rootfs = Path(_buildah("mount", container).strip())
+        size = _uncompressed_size(WEBHOOK_IMAGE)
+        yield Image(WEBHOOK_IMAGE, inspected["OCIv1"]["config"], rootfs, size)
+    finally:
+        _buildah("rm", container)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# -- what is in the image ---------------------------------------------------------------
+
+
+def test_config_as_the_default_image(webhook_image: Image) -> None:
+    assert webhook_image.config["User"] == NONROOT
+    assert webhook_image.config["Entrypoint"] == ["/usr/bin/python3", "-m", "imagecheck"]
+
+
+def test_size_is_at_most_45_mb(webhook_image: Image, record_property: Any) -> None:
+    record_property(WEBHOOK_IMAGE_SIZE_KEY, webhook_image.size)
+    assert webhook_image.size <= MAX_SIZE, f"{webhook_image.size / 1e6:.1f} MB"
+
+
+@pytest.mark.parametrize(
+    "path", ["bin/sh", "usr/bin/sh", "bin/bash", "usr/bin/bash", "bin/busybox"]
+)
+def test_no_shell(webhook_image: Image, path: str) -> None:
+    assert not (webhook_image.rootfs / path).exists()
+    assert not (webhook_image.rootfs / path).is_symlink()
+
+
+def test_no_packaging_tools_no_setuid_no_world_writable(webhook_image: Image) -> None:
+    rootfs = webhook_image.rootfs
+    offenders = []
+    for path in rootfs.rglob("*"):
+        if path.is_symlink():
+            continue
+        mode = path.lstat().st_mode
+        if path.name.startswith(("pip", "setuptools", "ensurepip")):
+            offenders.append(f"{path}: packaging tool")
+        if mode & 0o6000:
+            offenders.append(f"{path}: setuid/setgid")
+        if mode & 0o002 and path != rootfs / "tmp":
+            offenders.append(f"{path}: world-writable")
+    assert offenders == []
+
+
+@pytest.mark.parametrize("library", ["libpthread.so.0", "libstdc++.so.6", "libgcc_s.so.1"])
+def test_extension_libraries_are_in(webhook_image: Image, library: str) -> None:
+    """What the dependencies' C extensions load (frozenlist: libstdc++); without them they
+    would silently fall back to pure Python."""
+    assert (webhook_image.rootfs / "usr/lib/x86_64-linux-gnu" / library).exists()
+
+
+# -- serve against a real registry ------------------------------------------------------
+
+
+def job(*images: str) -> dict[str, Any]:
+    containers = [{"name": f"c{i}", "image": image} for i, image in enumerate(images)]
+    return workload("Job", {"containers": containers, "restartPolicy": "Never"})
+
+
+def _review(client: httpx.Client, image: str) -> dict[str, Any]:
+    body = admission_review(job(image))
+    answer = client.post("/validate", json=body)
+    assert answer.status_code == 200, answer.text
+    data = answer.json()
+    assert data["kind"] == "AdmissionReview"
+    response: dict[str, Any] = data["response"]
+    assert response["uid"] == body["request"]["uid"]
+    return response
+
+
+def _wait_ready(proc: subprocess.Popen[str], client: httpx.Client) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            _, stderr = proc.communicate()
+            pytest.fail(f"serve exited {proc.returncode} before it was ready:\n{stderr}")
+        try:
+            if client.get("/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"/readyz not 200 within {START_TIMEOUT}s")
+
+
+def test_serve_reviews_a_job_then_stops_on_sigterm(
+    webhook_image: Image,
+    registry: Registry,  # noqa: F811 - the imported fixture
+) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [RUN, "--", "serve", "--insecure-http", "--listen", f"127.0.0.1:{port}"],
+        env=os.environ | BUILDAH_ENV | {"IMAGECHECK_IMAGE": WEBHOOK_IMAGE},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False)
+    try:
+        _wait_ready(proc, client)
+        assert client.get("/healthz").status_code == 200
+
+        found = _review(client, registry.ref("sample/app:1.0.0"))
+        assert found["allowed"] is True, found
+
+        missing_ref = registry.ref("sample/app:9.9.9")
+        missing = _review(client, missing_ref)
+        assert missing["allowed"] is False, missing
+        assert missing["status"]["code"] == 403
+        assert missing_ref in missing["status"]["message"]
+
+        metrics = client.get("/metrics")
+        assert metrics.status_code == 200
+        assert "imagecheck_reviews_total" in metrics.text
+
+        target = _find_entrypoint(proc.pid)
+        os.kill(target, signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=STOP_TIMEOUT)
+    finally:
+        client.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
