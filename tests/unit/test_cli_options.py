@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 import pytest
 
-from imagecheck.cli import _duration, _mirror, exit_code
+from imagecheck.cli import duration as _duration
+from imagecheck.cli import exit_code
+from imagecheck.cli import mirror_pair as _mirror
 from imagecheck.result import CheckResult, Status
 
 

@@ -1,0 +1,318 @@
+"""The options commands share, their parsing, and the steps every checking command takes:
+build the keychain, check, render, write the termination message, exit."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from imagecheck.cli._app import (
+    EXIT_OK,
+    exit_code,
+    fail,
+)
+from imagecheck.client import ClientOptions, ImageChecker
+from imagecheck.credentials import CachingKeychain, Credentials, Keychain
+from imagecheck.errors import InvalidReferenceError, UsageError
+from imagecheck.platform import parse_platform
+from imagecheck.reference import Reference, parse_reference
+from imagecheck.render import (
+    render_json,
+    render_text,
+    shown,
+    termination_summary,
+)
+from imagecheck.result import CheckResult, Status
+from imagecheck.retry import Deadline
+from imagecheck.sources import default_keychain
+from imagecheck.wait import wait_for_images
+
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+# A progress line on stderr (a terminal only) when a scan checks more images than this.
+_PROGRESS_MIN = 20
+_NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
+
+
+def duration(text: str) -> float:
+    """``90``, ``90s``, ``5m``, ``1h30m``, ``500ms`` as seconds."""
+    text = text.strip()
+    if _NUMBER_RE.fullmatch(text):
+        return float(text)
+    total, pos = 0.0, 0
+    for part in _DURATION_PART_RE.finditer(text):
+        if part.start() != pos:
+            break
+        total += float(part.group(1)) * _DURATION_UNITS[part.group(2)]
+        pos = part.end()
+    if pos == 0 or pos != len(text):
+        raise click.BadParameter(f"{text!r} is not a duration such as 90s, 5m or 1h30m")
+    return total
+
+
+def mirror_pair(text: str) -> tuple[str, str]:
+    """``SOURCE=MIRROR`` as two normalized registry hosts."""
+    source, sep, mirror = text.partition("=")
+    if not sep:
+        raise click.BadParameter(
+            f"--mirror {text!r}: expected SOURCE=MIRROR, e.g. docker.io=mirror.example.com:5000"
+        )
+    return registry_host(source), registry_host(mirror)
+
+
+def registry_host(text: str) -> str:
+    try:
+        ref = parse_reference(f"{text}/probe")
+    except InvalidReferenceError as exc:
+        raise click.BadParameter(f"{text!r} is not a registry host: {exc.reason}") from None
+    if (
+        not text
+        or "/" in text
+        or (ref.registry.lower() != text.lower() and text.lower() not in _HUB_ALIASES)
+    ):
+        raise click.BadParameter(f"{text!r} is not a registry host (e.g. mirror.example.com:5000)")
+    return ref.registry
+
+
+def apply_options(command: Callable[..., None], options: list[Any]) -> Callable[..., None]:
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def registry_options(command: Callable[..., None]) -> Callable[..., None]:
+    """How to reach registries and which credentials to offer: check, scan and serve."""
+    options = [
+        click.option("--concurrency", type=click.IntRange(1, 256), default=16, show_default=True,
+                     help="Images checked at once."),
+        click.option("--timeout", type=click.FloatRange(0.1, 3600), default=10.0,
+                     show_default=True,
+                     help="Seconds allowed for one attempt (connect, auth, answer)."),
+        click.option("--retries", type=click.IntRange(0, 20), default=3, show_default=True,
+                     help="Retries of a transient failure (connection errors, 408, 429, 5xx)."),
+        click.option("--denied-as-missing", is_flag=True,
+                     help="Count a denial after successful authentication as missing (exit 1): "
+                     "for registries that deny what does not exist (Docker Hub, Artifactory)."),
+        click.option("--platform", metavar="OS/ARCH[/VARIANT]|auto", default=None,
+                     help="Also require the image for this platform (an index must list it; a "
+                     "single manifest's config must name it); auto: this machine's."),
+        click.option("--mirror", "mirrors", multiple=True, metavar="SOURCE=MIRROR",
+                     help="Ask MIRROR first for SOURCE's images, then SOURCE itself, as "
+                     "containerd's hosts.toml mirrors (repeatable, in order)."),
+        click.option("--insecure-registry", "insecure", multiple=True, metavar="HOST[:PORT]",
+                     help="Allow plain HTTP and unverified TLS for this registry (repeatable)."),
+        click.option("--ca-file", "ca_files", multiple=True,
+                     type=click.Path(dir_okay=False, path_type=Path),
+                     help="Extra PEM CA certificate(s) to trust (repeatable). "
+                     "SSL_CERT_FILE is honoured too."),
+        click.option("-u", "--username", envvar="IMAGECHECK_USERNAME",
+                     help="Registry username [env: IMAGECHECK_USERNAME]."),
+        click.option("--credentials-for", "credentials_for", multiple=True, metavar="HOST",
+                     help="Offer --username credentials only to this registry (repeatable). "
+                     "check: default every registry it is asked about; scan and serve: "
+                     "required, since files and reviews name the registries."),
+        click.option("--password-stdin", is_flag=True,
+                     help="Read the password (or token) from standard input "
+                     "[else env: IMAGECHECK_PASSWORD]."),
+        click.option("--docker-config", metavar="PATH",
+                     help="Docker config.json, or the directory holding it "
+                     "[default: $DOCKER_CONFIG/config.json, then ~/.docker/config.json]."),
+        click.option("--pull-secret", "pull_secrets", multiple=True, metavar="PATH",
+                     help="A mounted Kubernetes pull secret: a directory holding "
+                     ".dockerconfigjson or .dockercfg, or the file itself (repeatable) "
+                     "[env: IMAGECHECK_PULL_SECRETS]."),
+        click.option("-v", "--verbose", is_flag=True, help="Log each HTTP request to stderr."),
+    ]  # fmt: skip
+    return apply_options(command, options)
+
+
+def run_options(command: Callable[..., None]) -> Callable[..., None]:
+    """How a one-off run ends: its deadline, waiting, failure policy, termination message."""
+    options = [
+        click.option("--deadline", type=click.FloatRange(0.1, 86400), default=60.0,
+                     show_default=True,
+                     help="Seconds allowed for the whole run, retries included."),
+        click.option("--wait", "wait", metavar="DURATION", default=None,
+                     help="Poll until missing images appear or DURATION (90s, 5m) passes; "
+                     "progress on stderr."),
+        click.option("--on-error", type=click.Choice(["fail", "pass"]), default="fail",
+                     show_default=True,
+                     help="pass: a registry that cannot be reached or keeps failing lets the "
+                     "check pass with a warning (exit 0); missing images still fail."),
+        click.option("--termination-log", metavar="PATH", default=DEFAULT_TERMINATION_LOG,
+                     show_default=True,
+                     help="On failure, write a one-line summary here when the file exists "
+                     "(Kubernetes shows it as the pod's termination message)."),
+    ]  # fmt: skip
+    return apply_options(command, options)
+
+
+def check_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Every option of a command that checks images once (check, scan)."""
+    return run_options(registry_options(command))
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """What the check options say, as one value."""
+
+    concurrency: int
+    timeout: float
+    retries: int
+    denied_as_missing: bool
+    platform: str | None
+    mirrors: tuple[str, ...]
+    insecure: tuple[str, ...]
+    ca_files: tuple[Path, ...]
+    username: str | None
+    password_stdin: bool
+    docker_config: str | None
+    pull_secrets: tuple[str, ...]
+    verbose: bool
+    credentials_for: tuple[str, ...] = ()
+    # run options (check, scan); serve has its own notion of each
+    deadline: float = 60.0
+    wait: str | None = None
+    on_error: str = "fail"
+    termination_log: str = DEFAULT_TERMINATION_LOG
+
+    def client_options(self) -> ClientOptions:
+        return ClientOptions(
+            timeout=self.timeout,
+            retries=self.retries,
+            concurrency=self.concurrency,
+            insecure_registries=frozenset(self.insecure),
+            ca_files=self.ca_files,
+            mirrors=tuple(mirror_pair(m) for m in self.mirrors),
+            denied_as_missing=self.denied_as_missing,
+            platform=parse_platform(self.platform) if self.platform else None,
+        )
+
+    @property
+    def wait_seconds(self) -> float | None:
+        return None if self.wait is None else duration(self.wait)
+
+
+def finish(results: Sequence[CheckResult], output: str, settings: CheckSettings) -> NoReturn:
+    """Render, warn, write the termination message, and exit with the one exit code."""
+    click.echo(render_json(results) if output == "json" else render_text(results))
+    code = exit_code(results, errors_pass=settings.on_error == "pass")
+    warn_passed_errors(results, settings)
+    if code != EXIT_OK:
+        write_termination_log(settings.termination_log, termination_summary(results))
+    sys.exit(code)
+
+
+def warn_passed_errors(results: Iterable[CheckResult], settings: CheckSettings) -> None:
+    if settings.on_error != "pass":
+        return
+    for r in results:
+        if r.status is Status.ERROR:
+            click.echo(
+                f"imagecheck: warning: could not check {shown(r)} ({r.message}); "
+                "passing because of --on-error pass",
+                err=True,
+            )
+
+
+def write_termination_log(path: str, summary: str) -> None:
+    """Only into a file that exists: Kubernetes creates /dev/termination-log in the pod."""
+    target = Path(path)
+    if not target.exists():
+        return
+    try:
+        target.write_text(summary + "\n", encoding="utf-8")
+    except OSError as exc:
+        click.echo(f"imagecheck: warning: cannot write {path}: {exc.strerror}", err=True)
+
+
+async def check_all(
+    options: ClientOptions,
+    keychain: Keychain,
+    items: list[tuple[str, Reference]],
+    deadline: float,
+    wait: float | None,
+) -> list[CheckResult]:
+    async with ImageChecker(options, keychain) as checker:
+        if wait is None:
+            return await checker.check_many(items, Deadline.after(deadline))
+        # The last round starts when the wait ends, and still gets its own deadline.
+        return await wait_for_images(
+            checker,
+            items,
+            until=Deadline.after(wait),
+            round_seconds=deadline,
+            progress=lambda line: click.echo(f"imagecheck: {line}", err=True),
+        )
+
+
+def parse_all(images: Sequence[str]) -> list[CheckResult]:
+    parsed: list[CheckResult] = []
+    for image in images:
+        try:
+            ref = parse_reference(image)
+        except InvalidReferenceError as exc:
+            parsed.append(CheckResult(image, None, Status.INVALID, message=exc.reason))
+            continue
+        parsed.append(CheckResult(image, ref, Status.FOUND))
+    return parsed
+
+
+def build_keychain(settings: CheckSettings, pod_secrets: Sequence[tuple[str, str]]) -> Keychain:
+    username, password_stdin = settings.username, settings.password_stdin
+    static: Credentials | None = None
+    password = os.environ.get("IMAGECHECK_PASSWORD")
+    if password_stdin:
+        if not username:
+            fail("--password-stdin needs --username (or IMAGECHECK_USERNAME)")
+        password = sys.stdin.readline().rstrip("\r\n")
+        if not password:
+            fail("--password-stdin: nothing was read from standard input")
+    if username:
+        if not password:
+            fail("--username needs a password: --password-stdin or IMAGECHECK_PASSWORD")
+        static = Credentials(username=username, password=password, source="--username")
+    try:
+        chain = default_keychain(
+            static=static,
+            static_registries=[registry_host(h) for h in settings.credentials_for],
+            docker_config=settings.docker_config,
+            pull_secrets=settings.pull_secrets,
+            pod_pull_secrets=pod_secrets,
+        )
+    except UsageError as exc:
+        fail(str(exc))
+    except click.BadParameter as exc:
+        fail(f"--credentials-for: {exc.message}")
+    return CachingKeychain(chain)
+
+
+def require_credentials_host(settings: CheckSettings, command: str) -> None:
+    """scan and serve take registry names from files and reviews that others write: flag
+    credentials must say which registry they are for, or they would go to any host named."""
+    if (
+        settings.username or os.environ.get("IMAGECHECK_PASSWORD")
+    ) and not settings.credentials_for:
+        fail(
+            f"{command} with --username needs --credentials-for HOST: the registries it "
+            "contacts are named by the files it reads, so credentials must not go to any of them"
+        )
+
+
+def resolve_all(keychain: Keychain, refs: Sequence[Reference]) -> None:
+    """Ask every credential source now (helpers run here, once per repository), so that a
+    broken helper or secret is a usage error before any request is sent."""
+    try:
+        for ref in refs:
+            keychain.resolve(ref)
+    except UsageError as exc:
+        fail(str(exc))

@@ -1,0 +1,171 @@
+"""``imagecheck serve``: the admission webhook (the ``webhook`` extra, imported on use)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from imagecheck.cli._app import (
+    cli,
+    fail,
+)
+from imagecheck.cli._options import (
+    CheckSettings,
+    build_keychain,
+    duration,
+    registry_options,
+    require_credentials_host,
+)
+from imagecheck.errors import UsageError
+
+SERVE_HELP = """\b
+Endpoints: POST /validate (AdmissionReview admission.k8s.io/v1), GET /healthz, /readyz,
+/metrics (Prometheus). Logs are JSON lines on stderr.
+Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate, config)."""
+
+
+@cli.command(epilog=SERVE_HELP)
+@click.option(
+    "--listen",
+    default="0.0.0.0:8443",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Address to serve on.",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="PEM certificate (chain); reloaded when the file changes.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="PEM private key; reloaded with the certificate.",
+)
+@click.option(
+    "--insecure-http",
+    is_flag=True,
+    help="Serve plain HTTP without --tls-cert/--tls-key (tests only: the API "
+    "server only calls webhooks over HTTPS).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["deny", "warn"]),
+    default="deny",
+    show_default=True,
+    help="deny: refuse objects with missing images; warn: allow them with warnings.",
+)
+@click.option(
+    "--on-error",
+    type=click.Choice(["fail", "pass"]),
+    default="pass",
+    show_default=True,
+    help="What a denial or a failing registry does: pass (allow, with a warning) or "
+    "fail (refuse). Missing images are always refused in deny mode.",
+)
+@click.option(
+    "--review-deadline",
+    type=click.FloatRange(0.5, 30),
+    default=8.0,
+    show_default=True,
+    help="Seconds to answer a review; keep it below the webhook's timeoutSeconds.",
+)
+@click.option(
+    "--cache-ttl",
+    default="60s",
+    show_default=True,
+    metavar="DURATION",
+    help="How long a tag found stays cached (found digests stay for good).",
+)
+@click.option(
+    "--missing-ttl",
+    default="10s",
+    show_default=True,
+    metavar="DURATION",
+    help="How long a missing image stays cached.",
+)
+@click.option(
+    "--use-pod-pull-secrets",
+    is_flag=True,
+    help="Also offer the pull secrets a reviewed pod names, read through the Kubernetes API "
+    "(RBAC: get on those secrets in the pods' namespaces).",
+)
+@click.option(
+    "--cert-reload-interval",
+    default="10s",
+    show_default=True,
+    metavar="DURATION",
+    help="How often to look for a rotated --tls-cert/--tls-key.",
+)
+@registry_options
+def serve(
+    listen: str,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    insecure_http: bool,
+    mode: str,
+    on_error: str,
+    review_deadline: float,
+    cache_ttl: str,
+    missing_ttl: str,
+    cert_reload_interval: str,
+    use_pod_pull_secrets: bool,
+    **options: Any,
+) -> None:
+    """Run the validating admission webhook: refuse workloads whose images do not exist.
+
+    Needs the webhook extra: pip install 'imagecheck[webhook]'.
+    """
+    try:  # the optional extra: imported only here
+        from imagecheck.webhook import server  # noqa: PLC0415
+    except ImportError as exc:
+        fail(f"serve needs the webhook extra: pip install 'imagecheck[webhook]' ({exc.name})")
+    settings = CheckSettings(**options)
+    require_credentials_host(settings, "serve")
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        fail(f"--listen {listen!r}: expected HOST:PORT, e.g. 0.0.0.0:8443")
+    if (tls_cert is None) != (tls_key is None):
+        fail("--tls-cert and --tls-key go together")
+    if tls_cert is None and not insecure_http:
+        fail("serve needs --tls-cert and --tls-key (or --insecure-http for tests)")
+    try:
+        client_options = settings.client_options()
+        serve_settings = server.ServeSettings(
+            host=host.strip("[]") or "0.0.0.0",  # noqa: S104 - a webhook listens for the API server
+            port=int(port),
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            warn_only=mode == "warn",
+            errors_pass=on_error == "pass",
+            review_deadline=review_deadline,
+            tag_ttl=duration(cache_ttl),
+            missing_ttl=duration(missing_ttl),
+            reload_interval=max(0.1, duration(cert_reload_interval)),
+            pod_pull_secrets=use_pod_pull_secrets,
+        )
+    except click.BadParameter as exc:
+        fail(exc.message)
+    except UsageError as exc:
+        fail(str(exc))
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(server.JsonFormatter())
+    for name in ("imagecheck", "aiohttp"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(logging.DEBUG if settings.verbose else logging.INFO)
+        logger.propagate = False
+    logging.getLogger("aiohttp").setLevel(logging.WARNING)
+    keychain = build_keychain(settings, [])
+    try:
+        asyncio.run(server.serve(serve_settings, client_options, keychain))
+    except UsageError as exc:
+        fail(str(exc))
+    except (OSError, ssl.SSLError) as exc:
+        fail(f"cannot serve on {listen}: {exc}")
