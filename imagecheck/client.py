@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import httpx
 
@@ -36,6 +36,7 @@ from imagecheck.challenge import pick_challenge
 from imagecheck.credentials import AnonymousKeychain, Credentials, Keychain
 from imagecheck.errors import (
     AuthenticationError,
+    CertificateError,
     ProtocolError,
     RegistryError,
     TransientError,
@@ -57,7 +58,12 @@ from imagecheck.retry import (
     RetryPolicy,
     parse_retry_after,
 )
-from imagecheck.tls import insecure_ssl_context, is_loopback, make_ssl_context
+from imagecheck.tls import (
+    insecure_ssl_context,
+    is_loopback,
+    load_system_trust,
+    verifying_context,
+)
 from imagecheck.transport import transport_errors
 
 log = logging.getLogger("imagecheck")
@@ -80,6 +86,8 @@ MANIFEST_ACCEPT = ", ".join(
 )
 # Distribution refuses manifests over 4 MiB; nothing larger is a manifest.
 MAX_MANIFEST_SIZE = 4 * 1024 * 1024
+# Marks the HTTPS probe of a loopback/insecure registry's ping (request extensions).
+_PROBE = "imagecheck.tls_probe"
 # Enough of an error body to read its OCI error code; the rest is not worth holding.
 MAX_ERROR_BODY = 16 * 1024
 # Registries that cannot HEAD a manifest answer one of these; GET then tells.
@@ -131,7 +139,10 @@ class ImageChecker:
         self.stats: Counter[str] = Counter()
         # Called with (request kind, HTTP status) for every registry answer (metrics).
         self.observers: list[Callable[[str, int], None]] = []
-        self._verify = make_ssl_context(self.options.ca_files)
+        # The --ca-file CAs now; the system store when the first HTTPS request needs it (a
+        # plain-HTTP local registry never does). See _on_request and _ping.
+        self._verify = verifying_context(self.options.ca_files)
+        self._trust_loaded = False
         self._registries: dict[str, _Registry] = {}
         self._tokens = TokenCache()
         self._last_error: dict[str, str] = {}
@@ -436,11 +447,18 @@ class ImageChecker:
         schemes = ["https", "http"] if insecure or is_loopback(ref.hostname) else ["https"]
         client = self._client_for(ref)
         last: Exception | None = None
+        # Before HTTP, HTTPS is only a probe: does the port speak TLS? That needs no CA store
+        # unless a TLS server answers with a certificate the --ca-file CAs do not vouch for.
+        probe = {_PROBE: True} if len(schemes) > 1 else {}
         for scheme in schemes:
             url = httpx.URL(f"{scheme}://{ref.api_host}/v2/")
             try:
-                async with transport_errors(ref.api_host):
-                    response = await client.get(url)
+                response = await self._get(client, url, ref, probe if scheme == "https" else {})
+            except CertificateError:
+                if not probe or self._trust_loaded:
+                    raise
+                self._load_trust()
+                response = await self._get(client, url, ref, {})
             except TransientError as exc:
                 if scheme == schemes[-1]:
                     raise
@@ -449,6 +467,17 @@ class ImageChecker:
                 continue
             return self._ping_answer(ref, url, response, insecure=insecure)
         raise last or TransientError(f"cannot reach {ref.api_host}")
+
+    async def _get(
+        self, client: httpx.AsyncClient, url: httpx.URL, ref: Reference, extensions: dict[str, Any]
+    ) -> httpx.Response:
+        async with transport_errors(ref.api_host):
+            return await client.get(url, extensions=extensions)
+
+    def _load_trust(self) -> None:
+        if not self._trust_loaded:
+            load_system_trust(self._verify)
+            self._trust_loaded = True
 
     def _ping_answer(
         self, ref: Reference, url: httpx.URL, response: httpx.Response, *, insecure: bool
@@ -481,6 +510,8 @@ class ImageChecker:
     # -- logging and counting -------------------------------------------------------------
 
     async def _on_request(self, request: httpx.Request) -> None:
+        if request.url.scheme == "https" and not request.extensions.get(_PROBE):
+            self._load_trust()  # the first real HTTPS request: now the CA store is worth it
         self.stats[_request_kind(request)] += 1
         self.stats["requests"] += 1
         if not log.isEnabledFor(logging.DEBUG):

@@ -11,6 +11,7 @@ could be had, or where the input was wrong before any answer was asked for::
     └── RegistryError              the registry could not give an answer (exit 4)
         ├── TransientError         worth another try: connection errors, 408/429/5xx
         ├── AuthenticationError    the registry or its token service refused the credentials
+        ├── CertificateError       the registry's TLS certificate is not trusted
         ├── ProtocolError          the registry answered something that breaks the protocol
         └── DeadlineExceeded       the run's deadline ended the check
 
@@ -72,6 +73,10 @@ class TransientError(RegistryError):
 
 class AuthenticationError(RegistryError):
     """The token service or registry refused the credentials we presented."""
+
+
+class CertificateError(RegistryError):
+    """The registry's TLS certificate did not verify against the trusted CAs."""
 
 
 class ProtocolError(RegistryError):

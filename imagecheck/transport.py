@@ -7,7 +7,7 @@ import ssl
 
 import httpx
 
-from imagecheck.errors import ProtocolError, RegistryError, TransientError
+from imagecheck.errors import CertificateError, ProtocolError, TransientError
 
 
 class transport_errors:
@@ -19,12 +19,13 @@ class transport_errors:
     async def __aenter__(self) -> None:
         return None
 
-    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        """Never suppresses: re-raises httpx errors as imagecheck's, leaves the rest alone."""
         if exc is None or not isinstance(exc, httpx.HTTPError):
-            return False
+            return
         cert = _certificate_problem(exc)
         if cert is not None:
-            raise RegistryError(
+            raise CertificateError(
                 f"TLS certificate of {self.host} is not trusted ({cert}); "
                 "pass --ca-file with the CA that signed it"
             ) from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,6 +18,7 @@ import respx
 
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import Credentials, StaticKeychain
+from imagecheck.errors import UsageError
 from imagecheck.reference import parse_reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline, RetryPolicy
@@ -722,3 +724,34 @@ def test_manifest_over_4_MiB_is_refused(router: respx.Router) -> None:
     assert result.status is Status.ERROR
     assert "manifest is larger than 4194304 bytes" in result.message
     assert get.call_count == 1
+
+
+@pytest.fixture
+def broken_trust_store(
+    small_trust_store: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CA bundle that fails to load: it shows when the system trust is loaded at all."""
+    bundle = tmp_path / "broken.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+
+
+@pytest.mark.usefixtures("broken_trust_store")
+def test_plain_http_local_registry_never_loads_the_ca_store(router: respx.Router) -> None:
+    """The HTTPS probe of a loopback registry needs no CA store; a plain-HTTP one never does."""
+    router.get("https://127.0.0.1:5000/v2/").mock(side_effect=httpx.ConnectError("not TLS"))
+    router.get("http://127.0.0.1:5000/v2/").respond(200)
+    router.head("http://127.0.0.1:5000/v2/team/app/manifests/1.0").respond(
+        200, headers={"Docker-Content-Digest": BODY_DIGEST, "Content-Type": OCI_MANIFEST}
+    )
+    [result] = checks(router, ["127.0.0.1:5000/team/app:1.0"])
+    assert result.status is Status.FOUND
+
+
+@pytest.mark.usefixtures("broken_trust_store")
+def test_https_registry_loads_the_ca_store_before_its_first_request(router: respx.Router) -> None:
+    ping = open_registry(router)
+    with pytest.raises(UsageError, match="cannot load CA certificates"):
+        checks(router, ["registry.test/team/app:1.0"])
+    assert not ping.called
