@@ -8,6 +8,7 @@ editable install; each script adds it when run otherwise).
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import shutil
@@ -123,6 +124,9 @@ def _spawn(argv: Sequence[str], env: dict[str, str], pass_fds: tuple[int, ...]) 
 
 
 def child_env(package_root: Path, docker_config: Path) -> dict[str, str]:
+    # Byte-compile imagecheck first, as `pip install` does: with PYTHONDONTWRITEBYTECODE set (as
+    # on these machines) an editable tree would otherwise be compiled anew by every run.
+    compileall.compile_dir(str(package_root / "imagecheck"), quiet=1)
     env = dict(os.environ)
     # The child imports this same imagecheck, installed or not.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), env.get("PYTHONPATH")]))
