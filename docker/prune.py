@@ -146,6 +146,11 @@ TRACE = (
     "    with open(os.environ['PRUNE_TRACE'], 'a') as f:\n"
     "        f.write(json.dumps(sorted(sys.modules)) + '\\n')\n"
     "atexit.register(dump)\n"
+    "_exit = os._exit\n"  # the CLI ends with os._exit (no teardown), which skips atexit
+    "def exit_after_dump(code):\n"
+    "    dump()\n"
+    "    _exit(code)\n"
+    "os._exit = exit_after_dump\n"
     "sys.argv[0] = 'imagecheck'\n"
     "runpy.run_module('imagecheck', run_name='__main__', alter_sys=True)\n"
 )
