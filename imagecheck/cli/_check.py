@@ -12,7 +12,6 @@ from imagecheck.cli._app import (
     cli,
     fail,
     run_async,
-    setup_logging,
 )
 from imagecheck.cli._options import (
     CheckSettings,
@@ -22,6 +21,7 @@ from imagecheck.cli._options import (
     finish,
     parse_all,
     resolve_all,
+    start_run,
     write_termination_log,
 )
 from imagecheck.errors import RegistryError, UsageError
@@ -76,14 +76,7 @@ def check(
     DOCKER_AUTH_CONFIG, Docker's config.json (with its credential helpers), podman's
     auth.json, anonymous.
     """
-    settings = CheckSettings(**options)
-    setup_logging(settings.verbose)
-    try:
-        client_options, wait = settings.client_options(), settings.wait_seconds
-    except click.BadParameter as exc:
-        fail(exc.message)
-    except UsageError as exc:
-        fail(str(exc))
+    settings, client_options, wait = start_run(options)
     pod_secrets: list[tuple[str, str]] = []
     if from_pod:
         pod_images, pod_secrets = read_pod(self_container, use_pod_pull_secrets, settings)

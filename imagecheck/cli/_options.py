@@ -17,6 +17,7 @@ from imagecheck.cli._app import (
     EXIT_OK,
     exit_code,
     fail,
+    setup_logging,
 )
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import CachingKeychain, Credentials, Keychain
@@ -200,6 +201,19 @@ class CheckSettings:
     @property
     def wait_seconds(self) -> float | None:
         return None if self.wait is None else duration(self.wait)
+
+
+def start_run(options: dict[str, Any]) -> tuple[CheckSettings, ClientOptions, float | None]:
+    """The settings of a checking command, logging set up, and its options parsed (a bad
+    value is a one-line usage error)."""
+    settings = CheckSettings(**options)
+    setup_logging(settings.verbose)
+    try:
+        return settings, settings.client_options(), settings.wait_seconds
+    except click.BadParameter as exc:
+        fail(exc.message)
+    except UsageError as exc:
+        fail(str(exc))
 
 
 def finish(results: Sequence[CheckResult], output: str, settings: CheckSettings) -> NoReturn:

@@ -16,21 +16,19 @@ from imagecheck.cli._app import (
     exit_code,
     fail,
     run_async,
-    setup_logging,
 )
 from imagecheck.cli._options import (
     _PROGRESS_MIN,
-    CheckSettings,
     build_keychain,
     check_all,
     check_options,
     parse_all,
     require_credentials_host,
     resolve_all,
+    start_run,
     warn_passed_errors,
     write_termination_log,
 )
-from imagecheck.errors import UsageError
 from imagecheck.render import (
     render_scan_github,
     render_scan_json,
@@ -66,14 +64,7 @@ def scan(paths: tuple[str, ...], output: str, strict: bool, **options: Any) -> N
     (helm template ... | imagecheck scan -). Invalid files are reported (exit 2) and the rest
     is still checked.
     """
-    settings = CheckSettings(**options)
-    setup_logging(settings.verbose)
-    try:
-        client_options, wait = settings.client_options(), settings.wait_seconds
-    except click.BadParameter as exc:
-        fail(exc.message)
-    except UsageError as exc:
-        fail(str(exc))
+    settings, client_options, wait = start_run(options)
     require_credentials_host(settings, "scan")
     if settings.password_stdin and "-" in paths:
         fail("--password-stdin and - (manifests on stdin) cannot share standard input")
