@@ -241,6 +241,19 @@ def test_only_placeholders_are_skipped() -> None:
 
 # --- Dockerfiles, inline ------------------------------------------------------------------
 
+
+def arg_doubling(lines: int) -> str:
+    """ARG A0=x, ARG A1=$A0$A0, ...: A27 would be 2^27 characters (issue #10)."""
+    args = ["ARG A0=x"] + [f"ARG A{i}=${{A{i - 1}}}${{A{i - 1}}}" for i in range(1, lines)]
+    return "\n".join([*args, f"FROM ${{A{lines - 1}}}", ""])
+
+
+def nested_defaults(depth: int) -> str:
+    """ARG IMAGE=${UNSET:-${UNSET:-...alpine}}: each level one more call, without a bound."""
+    default = "${UNSET:-" * depth + "alpine" + "}" * depth
+    return f"ARG UNSET\nARG IMAGE={default}\nFROM $IMAGE\n"
+
+
 # (id, Dockerfile text, [(line, image, stage name, skipped)], [(line, message)])
 DOCKERFILES: list[
     tuple[str, str, list[tuple[int, str, str | None, str | None]], list[tuple[int, str]]]
@@ -306,6 +319,22 @@ DOCKERFILES: list[
     ("template-in-flag-only", "FROM --platform={{ .P }}\n", [],
      [(1, "FROM requires either one or three arguments")]),
     ("not-as", "FROM a TO b\n", [], [(1, "FROM requires either one or three arguments")]),
+    # Bounded substitution (issue #10): the FROM that needs the value is the problem.
+    ("arg-doubling", arg_doubling(28), [],
+     [(29, "FROM: ARG A13 (line 14) expands to over 4096 characters")]),
+    ("arg-over-the-limit-unused-is-no-problem", f"ARG LONG={'x' * 5000}\nFROM alpine\n",
+     [(2, "alpine", None, None)], []),
+    ("arg-over-the-limit-through-another", f"ARG A={'x' * 5000}\nARG B=$A\nFROM ${{B}}\n",
+     [], [(3, "FROM: ARG A (line 1) expands to over 4096 characters")]),
+    ("image-over-the-limit-after-substitution", f"ARG A={'x' * 3000}\nFROM $A$A\n", [],
+     [(2, "FROM: the image expands to over 4096 characters")]),
+    ("image-over-the-limit-as-written", f"FROM {'x' * 5000}\n", [],
+     [(1, "FROM: longer than 4096 characters")]),
+    ("substitutions-nested-32-deep", nested_defaults(32), [(3, "alpine", None, None)], []),
+    ("substitutions-nested-too-deep", nested_defaults(2000), [],
+     [(3, "FROM: ARG IMAGE (line 2) nests substitutions more than 32 deep")]),
+    ("continuation-comment-then-end-of-file", "FROM alpine \\\n# c\n\n",
+     [(1, "alpine", None, None)], []),
 ]  # fmt: skip
 
 
