@@ -360,6 +360,14 @@ def test_dockerfile(
 
 POD = "kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    image: "
 
+
+def merge_chain(length: int) -> str:
+    """m0 holds the image; each next mapping merges the one before; a Pod merges the last."""
+    chain = ["m0: &m0 {image: alpine:3.20}"]
+    chain += [f"m{i}: &m{i} {{<<: *m{i - 1}}}" for i in range(1, length + 1)]
+    return "\n".join([*chain, "kind: Pod", f"spec: {{containers: [{{<<: *m{length}}}]}}", ""])
+
+
 # (id, YAML text, [(line, image, skipped)], [(line, message)])
 YAML_CASES: list[
     tuple[str, str, list[tuple[int, str, str | None]], list[tuple[int | None, str]]]
@@ -400,6 +408,14 @@ YAML_CASES: list[
     ("byte-order-mark", "\ufeff" + POD + "e\n", [(6, "e", None)], []),
     ("document-end-marker", POD + "f\n...\n---\n" + POD + "g\n", [(6, "f", None),
                                                                  (14, "g", None)], []),
+    # Bounded walks (issue #10): a problem where the alias is used; other documents are read.
+    ("merge-chain-100-deep", merge_chain(99), [(102, "alpine:3.20", None)], []),
+    ("merge-chain-101-deep", merge_chain(100), [],
+     [(103, "merge keys (<<) nested more than 100 deep")]),
+    ("merge-chain-5000-deep", merge_chain(5000) + "---\n" + POD + "h\n", [(5010, "h", None)],
+     [(5003, "merge keys (<<) nested more than 100 deep")]),
+    ("image-over-the-limit", POD + "x" * 5000 + "\n", [],
+     [(6, "Pod p, container c: image longer than 4096 characters")]),
 ]  # fmt: skip
 
 
