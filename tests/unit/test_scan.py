@@ -445,6 +445,53 @@ def test_an_alias_bomb_is_not_expanded() -> None:
     assert scan_text(text, "bomb.yaml") == ([], [])
 
 
+def test_an_alias_bomb_that_the_walk_would_expand_ends_in_a_problem() -> None:
+    """Items x containers: 500 aliases each way are 250,000 occurrences from 4 KB."""
+    text = "\n".join(
+        [
+            "c: &c {name: c, image: alpine:3.20}",
+            "cs: &cs [" + ", ".join(["*c"] * 500) + "]",
+            "p: &p {kind: Pod, metadata: {name: p}, spec: {containers: *cs}}",
+            "kind: List",
+            "items: [" + ", ".join(["*p"] * 500) + "]",
+            "---",
+            POD + "after:1",
+            "",
+        ]
+    )
+    occurrences, problems = scan_text(text, "bomb.yaml")
+    message = (
+        "aliases lead to more than 100,000 values to read: the rest of the file is not scanned"
+    )
+    assert problems == [FileProblem("bomb.yaml", 5, message)]
+    assert 0 < len(occurrences) < 100_000
+    assert "after:1" not in {o.image for o in occurrences}
+
+
+def test_nesting_is_bounded_whichever_parser_reads_it() -> None:
+    """libyaml refuses more than 1,000 levels; PyYAML's own parser would go on."""
+    text = "[" * 1001 + "]" * 1001 + "\n---\n" + POD + "z\n"
+    for loader in (yaml.SafeLoader, yaml.CSafeLoader):
+        [problem, document] = documents(text, loader=loader)
+        assert isinstance(problem, SyntaxProblem)
+        assert problem.line == 1
+        assert "nest" in problem.message
+        assert not isinstance(document, SyntaxProblem)
+        [(_, occurrence)] = images_in_document(document, "f")
+        assert isinstance(occurrence, Occurrence)
+        assert occurrence.image == "z"
+
+
+def test_a_file_has_at_most_100_problems() -> None:
+    """Each syntax error parses the rest of the file again: 100 errors, then one line."""
+    occurrences, problems = scan_text("---\n[\n" * 5000 + "---\n" + POD + "x\n", "f.yaml")
+    assert occurrences == []
+    assert len(problems) == 101
+    assert problems[-1] == FileProblem(
+        "f.yaml", None, "more than 100 problems: the rest is not scanned"
+    )
+
+
 # --- which files, in which order ------------------------------------------------------------
 
 
@@ -513,6 +560,92 @@ def test_symlinked_directory_is_not_followed(tmp_path: Path) -> None:
     (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
     occurrences, _ = scan_paths([str(tmp_path)])
     assert {o.file for o in occurrences} == {str(tmp_path / "real" / "cron.yaml")}
+
+
+def hostile_tree(tmp_path: Path) -> Path:
+    """A repository with one good manifest and every special file a pull request can hold."""
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.yaml").write_text(POD + "leak:SECRET\n")
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    (repo / "sub" / "good.yaml").write_text(POD + "good:1\n")
+    (repo / "inside.yaml").symlink_to("sub/good.yaml")
+    (repo / "zero.yaml").symlink_to("/dev/zero")
+    (repo / "shadow.yaml").symlink_to("/etc/shadow")
+    (repo / "environ.yaml").symlink_to("/proc/self/environ")
+    (repo / "secret.yaml").symlink_to("../outside/secret.yaml")
+    (repo / "sub" / "up").symlink_to("..", target_is_directory=True)  # a cycle, never entered
+    os.mkfifo(repo / "fifo.yaml")
+    return repo
+
+
+def test_a_tree_is_read_only_through_its_own_regular_files(tmp_path: Path) -> None:
+    repo = hostile_tree(tmp_path)
+    occurrences, problems = scan_paths([str(repo)])
+    outside = f"not scanned: a symbolic link to outside {repo}"
+    assert [(p.file, p.line, p.message) for p in problems] == [
+        (str(repo / "environ.yaml"), None, outside),
+        (str(repo / "fifo.yaml"), None, "not scanned: not a regular file (FIFO)"),
+        (str(repo / "secret.yaml"), None, outside),
+        (str(repo / "shadow.yaml"), None, outside),
+        (str(repo / "zero.yaml"), None, outside),
+    ]
+    # The link inside the tree is read (once: its target is the same file).
+    assert [(o.file, o.image) for o in occurrences] == [(str(repo / "inside.yaml"), "good:1")]
+
+
+def test_special_files_named_explicitly_are_not_read(tmp_path: Path) -> None:
+    repo = hostile_tree(tmp_path)
+    occurrences, problems = scan_paths([str(repo / "zero.yaml"), str(repo / "fifo.yaml")])
+    assert occurrences == []
+    assert [p.message for p in problems] == [
+        "not scanned: not a regular file (character device)",
+        "not scanned: not a regular file (FIFO)",
+    ]
+
+
+def test_a_relative_path_stays_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`imagecheck scan $(git diff --name-only)`: the pull request chose those names."""
+    repo = hostile_tree(tmp_path)
+    (tmp_path / "outside" / "dir").mkdir()
+    (repo / "deploy").symlink_to("../outside/dir", target_is_directory=True)
+    monkeypatch.chdir(repo)
+    occurrences, problems = scan_paths(["secret.yaml", "deploy", "sub/good.yaml"])
+    assert [(p.file, p.message) for p in problems] == [
+        ("secret.yaml", f"not scanned: a symbolic link to outside {repo}"),
+        ("deploy", f"not scanned: a symbolic link to outside {repo}"),
+    ]
+    assert [o.image for o in occurrences] == ["good:1"]
+
+
+def test_a_path_written_out_of_the_working_directory_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = hostile_tree(tmp_path)
+    monkeypatch.chdir(repo)
+    for path in ("../outside/secret.yaml", str(tmp_path / "outside" / "secret.yaml")):
+        occurrences, problems = scan_paths([path])
+        assert problems == []
+        assert [o.image for o in occurrences] == ["leak:SECRET"]
+
+
+def test_a_file_over_4_mib_is_a_problem(tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (4 * 1024 * 1024) + b"\n")
+    assert scan_paths([str(big)]) == (
+        [],
+        [FileProblem(str(big), None, "not scanned: larger than 4 MiB")],
+    )
+
+
+def test_stdin_is_read_up_to_32_mib() -> None:
+    with open("/dev/zero", encoding="utf-8") as endless:
+        assert scan_paths(["-"], stdin=endless) == (
+            [],
+            [FileProblem("<stdin>", None, "not scanned: larger than 32 MiB")],
+        )
 
 
 # --- formats --------------------------------------------------------------------------------
