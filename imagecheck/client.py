@@ -32,6 +32,7 @@ from imagecheck.auth import (
     TokenFetcher,
     read_capped,
 )
+from imagecheck.bounded import printable
 from imagecheck.challenge import pick_challenge
 from imagecheck.credentials import AnonymousKeychain, Credentials, Keychain
 from imagecheck.errors import (
@@ -41,6 +42,7 @@ from imagecheck.errors import (
     RegistryError,
     TransientError,
 )
+from imagecheck.netguard import check_destination, named_host
 from imagecheck.platform import (
     INDEX_MEDIA_TYPES,
     Platform,
@@ -362,8 +364,12 @@ class ImageChecker:
         path = path or f"/v2/{ref.repository}/manifests/{ref.identifier}"
         url = registry.auth.base_url.join(path)
         client = self._client_for(ref)
-        auth = RegistryAuth(registry.auth, candidates, self._tokens, TokenFetcher(client))
-        request = client.build_request(method, url, headers={"Accept": MANIFEST_ACCEPT})
+        host = registry.auth.base_url.host
+        fetcher = TokenFetcher(client, registry_host=host)
+        auth = RegistryAuth(registry.auth, candidates, self._tokens, fetcher)
+        request = client.build_request(
+            method, url, headers={"Accept": MANIFEST_ACCEPT}, extensions=named_host(host)
+        )
         async with transport_errors(ref.api_host):
             response = await client.send(request, auth=auth, stream=True)
             try:
@@ -472,7 +478,7 @@ class ImageChecker:
         self, client: httpx.AsyncClient, url: httpx.URL, ref: Reference, extensions: dict[str, Any]
     ) -> httpx.Response:
         async with transport_errors(ref.api_host):
-            return await client.get(url, extensions=extensions)
+            return await client.get(url, extensions={**extensions, **named_host(url.host)})
 
     def _load_trust(self) -> None:
         if not self._trust_loaded:
@@ -510,6 +516,10 @@ class ImageChecker:
     # -- logging and counting -------------------------------------------------------------
 
     async def _on_request(self, request: httpx.Request) -> None:
+        # Every request and every redirect hop, before its connection or DNS lookup: httpx
+        # runs this hook per hop. A hook rather than a transport wrapper, because httpx
+        # ignores the proxy environment variables when it is given a transport.
+        check_destination(request)
         if request.url.scheme == "https" and not request.extensions.get(_PROBE):
             self._load_trust()  # the first real HTTPS request: now the CA store is worth it
         self.stats[_request_kind(request)] += 1
@@ -568,7 +578,9 @@ def _answered_digest(ref: Reference, response: httpx.Response, body: bytes | Non
     the body's own hash) must be the pinned one; otherwise the header, else the body's hash."""
     header = response.headers.get("Docker-Content-Digest")
     if header is not None and not _DIGEST_RE.match(header):
-        raise ProtocolError(f"{ref.api_host} sent an invalid Docker-Content-Digest {header!r}")
+        raise ProtocolError(
+            f"{ref.api_host} sent an invalid Docker-Content-Digest {printable(header)!r}"
+        )
     computed = _digest_of(body, ref.digest or header or "sha256:") if body is not None else None
     if ref.digest is None:
         return header or computed
@@ -607,8 +619,10 @@ def _reason(response: httpx.Response, body: bytes) -> str:
     if isinstance(errors, list) and errors and isinstance(errors[0], dict):
         code = str(errors[0].get("code", ""))
         message = str(errors[0].get("message", ""))
-        return f"{code}: {message}".strip(": ") or response.reason_phrase
-    return response.reason_phrase or "no reason given"
+        reason = f"{code}: {message}".strip(": ") or response.reason_phrase
+    else:
+        reason = response.reason_phrase or "no reason given"
+    return printable(reason)  # the registry's words: one line, and not a forged one
 
 
 def _denied_message(ref: Reference, auth: RegistryAuth, status: int) -> str:
