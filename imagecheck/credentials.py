@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from imagecheck.credhelper import HelperAnswer, run_helper
 from imagecheck.errors import CredentialsError
+from imagecheck.files import MAX_CONFIG_FILE, read_regular_file, size_text
 from imagecheck.reference import Reference
 
 # Docker keeps Docker Hub credentials under this legacy v1 URL (docker/cli registry.IndexServer).
@@ -208,12 +209,10 @@ def _str_field(entry: dict[str, Any], name: str, where: str) -> str:
     return value
 
 
-def load_json_file(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path``, or a one-line :class:`CredentialsError` naming it."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise CredentialsError(f"cannot read {path}: {exc.strerror or exc}") from None
+def load_json_file(path: Path, what: str = "credentials file") -> dict[str, Any]:
+    """A JSON object from the regular file at ``path`` (at most 1 MiB), or a one-line
+    :class:`CredentialsError` naming it and ``what`` it is."""
+    raw = read_regular_file(path, limit=MAX_CONFIG_FILE, what=what, error=CredentialsError)
     return parse_json_object(raw, str(path))
 
 
@@ -288,11 +287,13 @@ class AuthsKeychain:
         return cls(tuple(entries), store, dict(helpers), where)
 
     @classmethod
-    def from_file(cls, path: Path) -> AuthsKeychain:
-        return cls.from_config(load_json_file(path), where=str(path))
+    def from_file(cls, path: Path, *, what: str = "docker config") -> AuthsKeychain:
+        return cls.from_config(load_json_file(path, what), where=str(path))
 
     @classmethod
     def from_json_text(cls, text: str, *, where: str) -> AuthsKeychain:
+        if len(text) > MAX_CONFIG_FILE:
+            raise CredentialsError(f"{where}: larger than {size_text(MAX_CONFIG_FILE)}")
         return cls.from_config(parse_json_object(text, where), where=where)
 
 

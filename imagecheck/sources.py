@@ -79,14 +79,16 @@ def default_keychain(
             AuthsKeychain.from_json_text(env["DOCKER_AUTH_CONFIG"], where="DOCKER_AUTH_CONFIG")
         )
     path = docker_config_path(docker_config, env)
+    # exists() follows symlinks and never opens: a FIFO or device here is refused by the
+    # reader (regular files only), not waited on.
     if docker_config and not path.exists():
         raise CredentialsError(f"docker config {path} does not exist")
     if path.exists():
-        chain.append(AuthsKeychain.from_file(path))
+        chain.append(AuthsKeychain.from_file(path, what="docker config"))
     auth_json = auth_json_path(env)
     if auth_json is not None and (auth_json.exists() or env.get("REGISTRY_AUTH_FILE")):
         if not auth_json.exists():
             raise CredentialsError(f"REGISTRY_AUTH_FILE {auth_json} does not exist")
-        chain.append(AuthsKeychain.from_file(auth_json))
+        chain.append(AuthsKeychain.from_file(auth_json, what="auth.json"))
     chain.append(AnonymousKeychain())
     return ChainKeychain(tuple(chain))

@@ -23,6 +23,7 @@ from imagecheck.cli._app import (
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import CachingKeychain, Credentials, Keychain
 from imagecheck.errors import InvalidReferenceError, UsageError
+from imagecheck.files import write_regular_file
 from imagecheck.platform import parse_platform
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.render import (
@@ -41,6 +42,8 @@ DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 MAX_WAIT = 7 * 86400
 # serve's cache lifetimes and reload interval: a week, far inside what timers can hold.
 MAX_TTL = 7 * 86400
+# --password-stdin: a password or token (a JWT is a few KiB) on one line.
+MAX_PASSWORD = 64 * 1024
 # A progress line on stderr (a terminal only) when a scan checks more images than this.
 _PROGRESS_MIN = 20
 _NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?")
@@ -307,14 +310,17 @@ def warn_passed_errors(results: Iterable[CheckResult], settings: CheckSettings) 
 
 
 def write_termination_log(path: str, summary: str) -> None:
-    """Only into a file that exists: Kubernetes creates /dev/termination-log in the pod."""
+    """Only into a regular file that exists: Kubernetes mounts one at /dev/termination-log in
+    the pod. A FIFO there would block the exit; it is refused with a warning instead."""
     target = Path(path)
     if not target.exists():
         return
     try:
-        target.write_text(summary + "\n", encoding="utf-8")
-    except OSError as exc:
-        click.echo(f"imagecheck: warning: cannot write {path}: {exc.strerror}", err=True)
+        write_regular_file(
+            target, (summary + "\n").encode(), what="--termination-log", error=UsageError
+        )
+    except UsageError as exc:
+        click.echo(f"imagecheck: warning: {exc}", err=True)
 
 
 async def check_all(
@@ -356,7 +362,10 @@ def build_keychain(settings: CheckSettings, pod_secrets: Sequence[tuple[str, str
     if password_stdin:
         if not username:
             fail("--password-stdin needs --username (or IMAGECHECK_USERNAME)")
-        password = sys.stdin.readline().rstrip("\r\n")
+        line = sys.stdin.readline(MAX_PASSWORD + 1)
+        if len(line) > MAX_PASSWORD:
+            fail(f"--password-stdin: the password is longer than {MAX_PASSWORD // 1024} KiB")
+        password = line.rstrip("\r\n")
         if not password:
             fail("--password-stdin: nothing was read from standard input")
     if username:

@@ -306,3 +306,11 @@ def test_chain_first_answer_wins() -> None:
     assert [c.username for c in chain.resolve(parse_reference("registry.test/a"))] == ["first"]
     assert [c.username for c in chain.resolve(parse_reference("other.test/a"))] == ["second"]
     assert ChainKeychain(()).resolve(parse_reference("busybox")) == ()
+
+
+def test_docker_auth_config_is_capped() -> None:
+    # An environment string cannot exceed 128 KiB on Linux; the library takes text from
+    # anywhere, so the cap is on the text itself.
+    text = '{"auths": {}, "padding": "' + "x" * (1024 * 1024) + '"}'
+    with pytest.raises(CredentialsError, match="DOCKER_AUTH_CONFIG: larger than 1 MiB"):
+        AuthsKeychain.from_json_text(text, where="DOCKER_AUTH_CONFIG")
