@@ -21,7 +21,7 @@ from imagecheck.cli._app import (
     setup_logging,
 )
 from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import CachingKeychain, Credentials, Keychain
+from imagecheck.credentials import Credentials, Keychain
 from imagecheck.errors import InvalidReferenceError, UsageError
 from imagecheck.files import write_regular_file
 from imagecheck.platform import parse_platform
@@ -384,7 +384,7 @@ def build_keychain(settings: CheckSettings, pod_secrets: Sequence[tuple[str, str
         fail(str(exc))
     except click.BadParameter as exc:
         fail(f"--credentials-for: {exc.message}")
-    return CachingKeychain(chain)
+    return chain
 
 
 def require_credentials_host(settings: CheckSettings, command: str) -> None:
@@ -397,13 +397,3 @@ def require_credentials_host(settings: CheckSettings, command: str) -> None:
             f"{command} with --username needs --credentials-for HOST: the registries it "
             "contacts are named by the files it reads, so credentials must not go to any of them"
         )
-
-
-def resolve_all(keychain: Keychain, refs: Sequence[Reference]) -> None:
-    """Ask every credential source now (helpers run here, once per repository), so that a
-    broken helper or secret is a usage error before any request is sent."""
-    try:
-        for ref in refs:
-            keychain.resolve(ref)
-    except UsageError as exc:
-        fail(str(exc))
