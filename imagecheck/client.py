@@ -34,7 +34,12 @@ from imagecheck.auth import (
 )
 from imagecheck.bounded import printable
 from imagecheck.challenge import pick_challenge
-from imagecheck.credentials import AnonymousKeychain, Credentials, Keychain
+from imagecheck.credentials import (
+    AnonymousKeychain,
+    Credentials,
+    Keychain,
+    resolve_credentials,
+)
 from imagecheck.errors import (
     AuthenticationError,
     CertificateError,
@@ -257,7 +262,10 @@ class ImageChecker:
     ) -> CheckResult:
         keys = keychain or self.keychain
         try:
-            result = await self.retry.run(lambda: self._check_once(ref, image, keys), deadline)
+            # Before any request to the registry, inside the deadline, outside the attempt's
+            # timeout: a credential helper runs here, once per registry (issue #10).
+            creds = await resolve_credentials(keys, ref, deadline)
+            result = await self.retry.run(lambda: self._check_once(ref, image, creds), deadline)
         except AuthenticationError as exc:
             return CheckResult(image, ref, Status.DENIED, message=str(exc), registry=ref.api_host)
         except RegistryError as exc:
@@ -271,10 +279,12 @@ class ImageChecker:
 
     # -- one attempt ----------------------------------------------------------------------
 
-    async def _check_once(self, ref: Reference, image: str, keychain: Keychain) -> CheckResult:
+    async def _check_once(
+        self, ref: Reference, image: str, candidates: Sequence[Credentials]
+    ) -> CheckResult:
         try:
             async with asyncio.timeout(self.options.timeout):
-                return await self._ask_manifest(ref, image, keychain)
+                return await self._ask_manifest(ref, image, candidates)
         except TimeoutError:
             error = TransientError(
                 f"{ref.api_host} did not answer within {self.options.timeout:g}s"
@@ -286,9 +296,10 @@ class ImageChecker:
             self._last_error[image] = str(exc)
             raise
 
-    async def _ask_manifest(self, ref: Reference, image: str, keychain: Keychain) -> CheckResult:
+    async def _ask_manifest(
+        self, ref: Reference, image: str, candidates: Sequence[Credentials]
+    ) -> CheckResult:
         registry = await self._registry(ref)
-        candidates = keychain.resolve(ref)
         if self.options.platform is not None:
             # The platform list is in the body: one GET instead of HEAD.
             response, auth, body = await self._send("GET", ref, registry, candidates)

@@ -25,10 +25,13 @@ from typing import Any
 import httpx
 
 from imagecheck.errors import CredentialsError, RegistryError, UsageError
+from imagecheck.files import MAX_CA_FILE, read_regular_file
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # The API answers a pod or a secret in a few KiB; refuse to hold much more.
 MAX_OBJECT_SIZE = 1024 * 1024
+# The service-account token (a JWT) and namespace are small; the CA file is a few KiB.
+MAX_MOUNTED_FILE = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -60,11 +63,13 @@ class InCluster:
         return cls(f"https://{host}:{port}", token, sa_dir / "ca.crt", namespace, pod_name)
 
 
-def _read(path: Path, what: str) -> str:
+def _read(path: Path, what: str, limit: int = MAX_MOUNTED_FILE) -> str:
+    """A file the kubelet mounted: a regular file (behind ``..data`` symlinks), capped."""
+    raw = read_regular_file(path, limit=limit, what=f"--from-pod's {what}", error=UsageError)
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--from-pod: cannot read the {what} at {path}: {exc.strerror}") from None
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"--from-pod: the {what} at {path} is not UTF-8 text") from None
 
 
 @dataclass(frozen=True)
@@ -79,8 +84,10 @@ class KubeClient:
     def __init__(self, cluster: InCluster, *, timeout: float = 10.0) -> None:
         self.cluster = cluster
         try:
-            verify = ssl.create_default_context(cafile=str(cluster.ca_file))
-        except (OSError, ssl.SSLError) as exc:
+            verify = ssl.create_default_context(
+                cadata=_read(cluster.ca_file, "cluster CA", MAX_CA_FILE)
+            )
+        except (ValueError, ssl.SSLError) as exc:
             raise UsageError(
                 f"--from-pod: cannot load the cluster CA {cluster.ca_file}: {exc}"
             ) from None

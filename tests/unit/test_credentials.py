@@ -338,3 +338,11 @@ def test_unsendable_secret_is_a_credentials_error_naming_the_source(
 
 def test_a_tab_in_a_password_is_sendable() -> None:
     assert Credentials(username="u", password="p\tw").password == "p\tw"
+
+
+def test_docker_auth_config_is_capped() -> None:
+    # An environment string cannot exceed 128 KiB on Linux; the library takes text from
+    # anywhere, so the cap is on the text itself.
+    text = '{"auths": {}, "padding": "' + "x" * (1024 * 1024) + '"}'
+    with pytest.raises(CredentialsError, match="DOCKER_AUTH_CONFIG: larger than 1 MiB"):
+        AuthsKeychain.from_json_text(text, where="DOCKER_AUTH_CONFIG")
