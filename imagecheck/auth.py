@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import ipaddress
-import json
+import re
 import socket
 import time
 from collections.abc import AsyncGenerator, Generator, Sequence
@@ -34,18 +34,21 @@ from typing import Any
 
 import httpx
 
+from imagecheck.bounded import MAX_TOKEN_RESPONSE, parse_json_object, read_capped, read_prefix
 from imagecheck.challenge import Challenge, pick_challenge
 from imagecheck.credentials import Credentials
 from imagecheck.errors import AuthenticationError, ProtocolError, TransientError
 from imagecheck.retry import TRANSIENT_STATUS_CODES, parse_retry_after
 from imagecheck.transport import transport_errors
 
-# A token response is a small JSON object; anything larger is not one (issue #3).
-MAX_TOKEN_RESPONSE = 64 * 1024
 # The token spec: "a token should never be returned with less than 60 seconds to live".
 DEFAULT_EXPIRES_IN = 60.0
 # Renew a little early so a token does not expire on its way to the registry.
 EXPIRY_MARGIN = 5.0
+# Ask again after a day at most, whatever expires_in says (say, a 400-digit number).
+MAX_EXPIRES_IN = 86400.0
+# What can travel in an Authorization header: visible ASCII, no spaces or controls.
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
 CLIENT_ID = "imagecheck"
 
 _METADATA_NETWORKS = (
@@ -143,22 +146,25 @@ def _numeric_host(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | 
 
 
 def parse_token_response(body: bytes, now: float) -> Token:
-    try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ProtocolError("token service answered something that is not JSON") from None
-    if not isinstance(data, dict):
-        raise ProtocolError("token service answered JSON that is not an object")
+    """The token in a token service's answer; any other shape is a ProtocolError."""
+    data = parse_json_object(body, "token response")
     value = data.get("token") or data.get("access_token")
     if not isinstance(value, str) or not value:
         raise ProtocolError("token service answered without a token")
-    expires_in = data.get("expires_in")
-    lifetime = (
-        float(expires_in)
-        if isinstance(expires_in, int | float) and expires_in > 0
-        else DEFAULT_EXPIRES_IN
-    )
+    if not _HEADER_SAFE.fullmatch(value):
+        raise ProtocolError("token service answered a token that cannot go in a header")
+    lifetime = _lifetime(data.get("expires_in"))
     return Token(value, now + max(1.0, lifetime - min(EXPIRY_MARGIN, lifetime / 10)))
+
+
+def _lifetime(expires_in: object) -> float:
+    """``expires_in`` in seconds, within (0, MAX_EXPIRES_IN]; the default when it is not a
+    positive number. ``min`` first: ``float()`` of a 400-digit integer overflows."""
+    if isinstance(expires_in, bool) or not isinstance(expires_in, int | float):
+        return DEFAULT_EXPIRES_IN
+    if not expires_in > 0:  # also NaN
+        return DEFAULT_EXPIRES_IN
+    return float(min(expires_in, MAX_EXPIRES_IN))
 
 
 class TokenFetcher:
@@ -214,7 +220,12 @@ class TokenFetcher:
         async with transport_errors(f"token service {request.url.netloc.decode()}"):
             response = await self._client.send(request, stream=True, follow_redirects=True)
             try:
-                body = await read_capped(response, MAX_TOKEN_RESPONSE, "token response")
+                if response.status_code == 200:
+                    body = await read_capped(response, MAX_TOKEN_RESPONSE, "token response")
+                else:
+                    # Says nothing we use; a prefix is read so a short one keeps the connection.
+                    await read_prefix(response)
+                    body = b""
             finally:
                 await response.aclose()
         status = response.status_code
@@ -243,18 +254,6 @@ class TokenFetcher:
 
 class _NoOAuth(Exception):
     """The realm does not speak the OAuth2 POST; use the GET form."""
-
-
-async def read_capped(response: httpx.Response, limit: int, what: str) -> bytes:
-    """The body, refusing to hold more than ``limit`` bytes of it."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise ProtocolError(f"{what} is larger than {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 @dataclass

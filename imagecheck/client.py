@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import re
 import time
@@ -30,7 +29,15 @@ from imagecheck.auth import (
     RegistryAuthState,
     TokenCache,
     TokenFetcher,
+)
+from imagecheck.bounded import (
+    MAX_ERROR_BODY,
+    MAX_MANIFEST_SIZE,
+    bound_body,
+    parse_json,
+    printable,
     read_capped,
+    read_prefix,
 )
 from imagecheck.challenge import pick_challenge
 from imagecheck.credentials import AnonymousKeychain, Credentials, Keychain
@@ -84,12 +91,8 @@ MANIFEST_ACCEPT = ", ".join(
         DOCKER_SCHEMA1,
     )
 )
-# Distribution refuses manifests over 4 MiB; nothing larger is a manifest.
-MAX_MANIFEST_SIZE = 4 * 1024 * 1024
 # Marks the HTTPS probe of a loopback/insecure registry's ping (request extensions).
 _PROBE = "imagecheck.tls_probe"
-# Enough of an error body to read its OCI error code; the rest is not worth holding.
-MAX_ERROR_BODY = 16 * 1024
 # Registries that cannot HEAD a manifest answer one of these; GET then tells.
 HEAD_UNSUPPORTED = frozenset({400, 405, 501})
 _DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
@@ -150,9 +153,13 @@ class ImageChecker:
         common = {
             "timeout": httpx.Timeout(self.options.timeout),
             "limits": limits,
-            "headers": {"User-Agent": self.options.user_agent},
+            # Asked for identity; a body compressed unasked is still decoded within its cap.
+            "headers": {"User-Agent": self.options.user_agent, "Accept-Encoding": "identity"},
             "follow_redirects": True,
-            "event_hooks": {"request": [self._on_request], "response": [self._on_response]},
+            "event_hooks": {
+                "request": [self._on_request],
+                "response": [self._on_response, _bound_body],
+            },
         }
         self._client = httpx.AsyncClient(verify=self._verify, transport=transport, **common)  # type: ignore[arg-type]
         # Only when some registry is explicitly insecure: TLS without verification.
@@ -471,8 +478,17 @@ class ImageChecker:
     async def _get(
         self, client: httpx.AsyncClient, url: httpx.URL, ref: Reference, extensions: dict[str, Any]
     ) -> httpx.Response:
+        """The ping's answer: its status and headers are all it tells. Its body is never read
+        whole (a registry may send gigabytes): a prefix, so a short body leaves the
+        connection reusable, and that is dropped."""
+        request = client.build_request("GET", url, extensions=extensions)
         async with transport_errors(ref.api_host):
-            return await client.get(url, extensions=extensions)
+            response = await client.send(request, stream=True)
+            try:
+                await read_prefix(response, MAX_ERROR_BODY)
+            finally:
+                await response.aclose()
+        return response
 
     def _load_trust(self) -> None:
         if not self._trust_loaded:
@@ -543,6 +559,17 @@ def _request_kind(request: httpx.Request) -> str:
     return "blob" if "/blobs/" in path else "token"
 
 
+async def _bound_body(response: httpx.Response) -> None:
+    """A response hook. httpx reads two kinds of body whole, by itself: a redirect's, and that
+    of a 401 the auth flow answers with a token. Nobody uses either: at most a prefix of them
+    is read, and dropped. Every other body is read by a capped reader (``_read_body``, the
+    token fetcher, the ping's prefix); this caps them once more, at the largest of those."""
+    if response.status_code == 401 or response.has_redirect_location:
+        bound_body(response, limit=MAX_ERROR_BODY, drop=True)
+    else:
+        bound_body(response, limit=MAX_MANIFEST_SIZE, drop=False)
+
+
 async def _read_body(response: httpx.Response) -> bytes:
     """A manifest body (at most 4 MiB), or the start of an error body (for its reason)."""
     if response.request.method == "HEAD":
@@ -551,16 +578,8 @@ async def _read_body(response: httpx.Response) -> bytes:
         await response.aread()
         return b""
     if response.status_code == 200:
-        length = response.headers.get("Content-Length", "")
-        if length.isdigit() and int(length) > MAX_MANIFEST_SIZE:
-            raise ProtocolError(f"manifest is larger than {MAX_MANIFEST_SIZE} bytes")
         return await read_capped(response, MAX_MANIFEST_SIZE, "manifest")
-    chunks: list[bytes] = []
-    async for chunk in response.aiter_bytes():
-        chunks.append(chunk)
-        if sum(map(len, chunks)) >= MAX_ERROR_BODY:
-            break
-    return b"".join(chunks)[:MAX_ERROR_BODY]
+    return await read_prefix(response, MAX_ERROR_BODY)
 
 
 def _answered_digest(ref: Reference, response: httpx.Response, body: bytes | None) -> str | None:
@@ -598,17 +617,19 @@ def _content_length(response: httpx.Response, body: bytes | None) -> int | None:
 
 def _reason(response: httpx.Response, body: bytes) -> str:
     """A short reason from an OCI error body (``{"errors": [{"code", "message"}]}``), else
-    the HTTP reason phrase. HTML pages and other bodies are not echoed."""
+    the HTTP reason phrase. HTML pages and other bodies are not echoed; what is shown is
+    one printable line."""
     try:
-        data = json.loads(body) if body else None
-    except (ValueError, UnicodeDecodeError):
-        data = None
+        data = parse_json(body, "error body") if body else None
+    except ProtocolError:
+        data = None  # not JSON, or hostile JSON: no reason in it
     errors = data.get("errors") if isinstance(data, dict) else None
     if isinstance(errors, list) and errors and isinstance(errors[0], dict):
-        code = str(errors[0].get("code", ""))
-        message = str(errors[0].get("message", ""))
-        return f"{code}: {message}".strip(": ") or response.reason_phrase
-    return response.reason_phrase or "no reason given"
+        code, message = errors[0].get("code"), errors[0].get("message")
+        words = [w for w in (code, message) if isinstance(w, str) and w]
+        if words:
+            return printable(": ".join(words))
+    return printable(response.reason_phrase) or "no reason given"
 
 
 def _denied_message(ref: Reference, auth: RegistryAuth, status: int) -> str:
