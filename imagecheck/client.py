@@ -95,7 +95,11 @@ MANIFEST_ACCEPT = ", ".join(
 _PROBE = "imagecheck.tls_probe"
 # Registries that cannot HEAD a manifest answer one of these; GET then tells.
 HEAD_UNSUPPORTED = frozenset({400, 405, 501})
-_DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
+# The digests a registry's answer may name (Docker-Content-Digest, a config descriptor), with
+# the length of their lowercase-hex encoding: the OCI image-spec's registered algorithms
+# (descriptor.md#registered-algorithms). See _answered_digest for why nothing else counts.
+_REGISTERED_DIGESTS = {"sha256": 64, "sha512": 128}
+_LOWER_HEX = re.compile(r"[0-9a-f]+")
 
 
 @dataclass(frozen=True)
@@ -302,11 +306,11 @@ class ImageChecker:
                 return result
             return await self._match_platform(ref, registry, candidates, result, body)
         response, auth, _ = await self._send("HEAD", ref, registry, candidates)
-        digest = response.headers.get("Docker-Content-Digest")
+        digest = response.headers.get("Docker-Content-Digest", "")
         if response.status_code in HEAD_UNSUPPORTED or (
-            response.status_code == 200 and ref.digest and not digest
+            response.status_code == 200 and ref.digest and not registered_digest(digest)
         ):
-            # No HEAD support, or no digest to verify a pin against: GET and hash the body.
+            # No HEAD support, or no usable digest to verify a pin against: GET and hash the body.
             response, auth, body = await self._send("GET", ref, registry, candidates)
             return self._classify(ref, image, response, auth, body)
         return self._classify(ref, image, response, auth, None)
@@ -345,7 +349,14 @@ class ImageChecker:
         legacy = schema1_platform(body)
         if legacy is not None:
             return [legacy]
-        path = f"/v2/{ref.repository}/blobs/{config_digest(body)}"
+        digest = config_digest(body)
+        if not registered_digest(digest):
+            # It goes into a URL path: nothing but algorithm:hex gets there.
+            raise ProtocolError(
+                f"{ref.api_host} served a manifest whose config digest is not a sha256 or "
+                f"sha512 digest ({printable(digest, 80)!r})"
+            )
+        path = f"/v2/{ref.repository}/blobs/{digest}"
         response, _, config = await self._send("GET", ref, registry, candidates, path=path)
         if response.status_code != 200:
             raise ProtocolError(
@@ -582,12 +593,33 @@ async def _read_body(response: httpx.Response) -> bytes:
     return await read_prefix(response, MAX_ERROR_BODY)
 
 
+def registered_digest(text: str) -> bool:
+    """Whether ``text`` is a digest in a registered algorithm, spelled as the spec says."""
+    algorithm, _, encoded = text.partition(":")
+    length = _REGISTERED_DIGESTS.get(algorithm)
+    return length == len(encoded) and _LOWER_HEX.fullmatch(encoded) is not None
+
+
 def _answered_digest(ref: Reference, response: httpx.Response, body: bytes | None) -> str | None:
     """The manifest's digest. For a digest pin, every digest the answer carries (the header,
-    the body's own hash) must be the pinned one; otherwise the header, else the body's hash."""
+    the body's own hash) must be the pinned one; otherwise the header, else the body's hash.
+
+    A ``Docker-Content-Digest`` counts only in a registered algorithm (issue #10, 7.4): as
+    the kubelet's containerd does. Its resolver checks the header of a tag's answer with
+    go-digest's ``Validate`` and fails the pull on an algorithm it does not know ("not a
+    valid digest"), so for a tag such a header is a ProtocolError: never ``md5:...`` reported
+    as the digest found, for a deployment to pin to. For a digest pin containerd does not
+    read the header at all (the pin names the content, whose hash it checks on fetch): here
+    such a header is set aside, and the body's own hash (``_ask_manifest`` GETs it) decides.
+    """
     header = response.headers.get("Docker-Content-Digest")
-    if header is not None and not _DIGEST_RE.match(header):
-        raise ProtocolError(f"{ref.api_host} sent an invalid Docker-Content-Digest {header!r}")
+    if header is not None and not registered_digest(header):
+        if ref.digest is None:
+            raise ProtocolError(
+                f"{ref.api_host} sent an invalid Docker-Content-Digest "
+                f"{printable(header, 80)!r}: not a sha256 or sha512 digest in lowercase hex"
+            )
+        header = None
     computed = _digest_of(body, ref.digest or header or "sha256:") if body is not None else None
     if ref.digest is None:
         return header or computed

@@ -201,6 +201,17 @@ ANSWERS: list[tuple[str, httpx.Response, Status, str | None, str | None, int | N
      Status.ERROR, None, None, None, "answered HTTP 505"),
     ("bad-digest-header", httpx.Response(200, headers=manifest_headers(digest="not a digest")),
      Status.ERROR, None, None, None, "invalid Docker-Content-Digest"),
+    # Issue #10, 7.4: only registered algorithms, spelled as the spec says, are a digest found.
+    ("md5-digest-header", httpx.Response(200, headers=manifest_headers(digest="md5:" + "0" * 32)),
+     Status.ERROR, None, None, None, "not a sha256 or sha512 digest"),
+    ("sha256-uppercase-header", httpx.Response(200, headers=manifest_headers(
+        digest=BODY_DIGEST.upper().replace("SHA256", "sha256"))),
+     Status.ERROR, None, None, None, "not a sha256 or sha512 digest"),
+    ("sha512-header", httpx.Response(200, headers=manifest_headers(digest="sha512:" + "a" * 128)),
+     Status.FOUND, "sha512:" + "a" * 128, OCI_MANIFEST, None, "found"),
+    ("control-characters-not-echoed", httpx.Response(
+        200, headers=manifest_headers(digest="md5:\x1b[31mred")),
+     Status.ERROR, None, None, None, "'md5:?[31mred'"),
 ]  # fmt: skip
 
 
