@@ -16,10 +16,12 @@ import json
 import os
 import stat
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.integration.clirun import Run, run_cli, run_cli_measured
@@ -439,3 +441,40 @@ def peak_rss_mib(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     [line] = [line for line in status.splitlines() if line.startswith("VmHWM:")]
     return int(line.split()[1]) / 1024
+
+
+# -- the proxy's new actions themselves ----------------------------------------------------------
+
+NOWHERE = "http://127.0.0.1:9"  # upstream for proxy tests that never forward
+
+
+def test_proxy_flood_of_a_size_sends_exactly_it() -> None:
+    with FaultProxy(NOWHERE) as proxy:
+        proxy.on("GET", "", Flood(200, {"X-Test": "1"}, size=300_000, fill=b"ab"))
+        with httpx.Client(trust_env=False) as client:
+            answer = client.get(f"{proxy.url}/v2/")
+    assert answer.status_code == 200
+    assert answer.headers["Content-Length"] == "300000"
+    assert answer.headers["X-Test"] == "1"
+    assert answer.content == b"ab" * 150_000
+    assert [(e.action, e.status) for e in proxy.exchanges()] == [("flood 200 300000", 200)]
+
+
+def test_proxy_endless_flood_is_chunked_and_stops_with_the_client() -> None:
+    proxy = FaultProxy(NOWHERE).start()
+    try:
+        proxy.on("GET", "", Flood(200))
+        with httpx.Client(trust_env=False) as client, client.stream("GET", proxy.url) as answer:
+            assert answer.headers["Transfer-Encoding"] == "chunked"
+            received = 0
+            for chunk in answer.iter_raw():
+                received += len(chunk)
+                if received > 1_000_000:
+                    break
+        started = time.monotonic()
+        proxy.close()  # raises if the flooding thread does not stop
+        assert time.monotonic() - started < 1.0
+    finally:
+        proxy.close()
+    assert [(e.action, e.status) for e in proxy.exchanges()] == [("flood 200 endless", None)]
+    assert proxy.errors == []
