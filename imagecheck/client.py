@@ -48,6 +48,7 @@ from imagecheck.errors import (
     RegistryError,
     TransientError,
 )
+from imagecheck.netguard import check_destination, named_host
 from imagecheck.platform import (
     INDEX_MEDIA_TYPES,
     Platform,
@@ -380,8 +381,12 @@ class ImageChecker:
         path = path or f"/v2/{ref.repository}/manifests/{ref.identifier}"
         url = registry.auth.base_url.join(path)
         client = self._client_for(ref)
-        auth = RegistryAuth(registry.auth, candidates, self._tokens, TokenFetcher(client))
-        request = client.build_request(method, url, headers={"Accept": MANIFEST_ACCEPT})
+        host = registry.auth.base_url.host
+        fetcher = TokenFetcher(client, registry_host=host)
+        auth = RegistryAuth(registry.auth, candidates, self._tokens, fetcher)
+        request = client.build_request(
+            method, url, headers={"Accept": MANIFEST_ACCEPT}, extensions=named_host(host)
+        )
         async with transport_errors(ref.api_host):
             response = await client.send(request, auth=auth, stream=True)
             try:
@@ -492,7 +497,9 @@ class ImageChecker:
         """The ping's answer: its status and headers are all it tells. Its body is never read
         whole (a registry may send gigabytes): a prefix, so a short body leaves the
         connection reusable, and that is dropped."""
-        request = client.build_request("GET", url, extensions=extensions)
+        request = client.build_request(
+            "GET", url, extensions={**extensions, **named_host(url.host)}
+        )
         async with transport_errors(ref.api_host):
             response = await client.send(request, stream=True)
             try:
@@ -537,6 +544,10 @@ class ImageChecker:
     # -- logging and counting -------------------------------------------------------------
 
     async def _on_request(self, request: httpx.Request) -> None:
+        # Every request and every redirect hop, before its connection or DNS lookup: httpx
+        # runs this hook per hop. A hook rather than a transport wrapper, because httpx
+        # ignores the proxy environment variables when it is given a transport.
+        check_destination(request)
         if request.url.scheme == "https" and not request.extensions.get(_PROBE):
             self._load_trust()  # the first real HTTPS request: now the CA store is worth it
         self.stats[_request_kind(request)] += 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,13 +30,28 @@ _HUB_HOSTS = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
 
 @dataclass(frozen=True, slots=True)
 class Credentials:
-    """Secrets for one registry. Secret fields never show in ``repr`` (and so in logs)."""
+    """Secrets for one registry. Secret fields never show in ``repr`` (and so in logs).
+
+    Every value must be sendable (:func:`secret_problem`, :func:`bearer_problem`): a
+    :class:`CredentialsError` naming the source, never the value, otherwise.
+    """
 
     username: str = ""
     password: str = field(default="", repr=False)
     identity_token: str = field(default="", repr=False)
     registry_token: str = field(default="", repr=False)
     source: str = ""  # where they came from, for messages: never secret
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("username", secret_problem(self.username)),
+            ("password", secret_problem(self.password)),
+            ("identitytoken", secret_problem(self.identity_token)),
+            ("registrytoken", bearer_problem(self.registry_token) if self.registry_token else None),
+        )
+        for name, problem in checks:
+            if problem is not None:
+                raise CredentialsError(f"{self.source or 'credentials'}: the {name} {problem}")
 
     @property
     def has_basic(self) -> bool:
@@ -44,6 +60,27 @@ class Credentials:
     def secrets(self) -> list[str]:
         """Every secret string this value holds (for redaction)."""
         return [s for s in (self.password, self.identity_token, self.registry_token) if s]
+
+
+def secret_problem(value: str) -> str | None:
+    """What makes ``value`` unusable as a secret, or ``None``: a control character (other than
+    tab), as a trailing newline from ``echo`` or a NUL. HTTP cannot carry it in a header
+    (h11 refuses it, quoting the value in its message), and no registry issued it."""
+    if any(_control(ch) and ch != "\t" for ch in value):
+        return "contains a control character (a trailing newline?)"
+    return None
+
+
+def bearer_problem(value: str) -> str | None:
+    """What makes ``value`` unusable as a bearer token, which goes into the ``Authorization``
+    header as it is (RFC 6750 section 2.1: no whitespace, no control characters), or ``None``."""
+    if any(_control(ch) or ch.isspace() for ch in value):
+        return "contains whitespace or a control character (a trailing newline?)"
+    return None
+
+
+def _control(ch: str) -> bool:
+    return unicodedata.category(ch) == "Cc"
 
 
 class Keychain(Protocol):

@@ -16,7 +16,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from imagecheck.bounded import MAX_ERROR_BODY, MAX_HELPER_OUTPUT, parse_json
+from imagecheck.bounded import MAX_ERROR_BODY, MAX_HELPER_OUTPUT, parse_json, printable
 from imagecheck.errors import CredentialsError
 
 HELPER_PREFIX = "docker-credential-"
@@ -49,8 +49,8 @@ def run_helper(
     """Ask helper ``name`` for ``server_url``'s credentials; ``None`` when it has none.
 
     Raises :class:`CredentialsError` naming the helper when it is missing, fails, hangs past
-    ``timeout`` or prints something that is not its JSON answer. The answer's text is never
-    echoed (it may hold the secret); only the helper's error output, briefly.
+    ``timeout`` or prints something that is not its JSON answer. Its standard output is never
+    echoed (it may hold the secret); only its exit status and error output, briefly.
     """
     exe = helper_executable(name)
     path = shutil.which(exe)
@@ -65,10 +65,12 @@ def run_helper(
     except OSError as exc:
         raise CredentialsError(f"credential helper {exe} could not run: {exc.strerror}") from None
     if proc.returncode != 0:
-        said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        first = said[0][:_MAX_SHOWN] if said else ""
         if _NOT_FOUND in (proc.stdout + proc.stderr).lower():
             return None
+        # Its exit status and the first line of stderr; never stdout, which may hold the
+        # Secret (a helper that prints its answer and then fails).
+        said = proc.stderr.strip().splitlines()
+        first = printable(said[0], _MAX_SHOWN) if said else ""
         raise CredentialsError(
             f"credential helper {exe} failed (exit {proc.returncode})"
             + (f": {first}" if first else "")

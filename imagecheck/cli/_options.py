@@ -294,7 +294,10 @@ def build_keychain(settings: CheckSettings, pod_secrets: Sequence[tuple[str, str
     if username:
         if not password:
             fail("--username needs a password: --password-stdin or IMAGECHECK_PASSWORD")
-        static = Credentials(username=username, password=password, source="--username")
+        try:
+            static = Credentials(username=username, password=password, source="--username")
+        except UsageError as exc:  # a password with a newline from IMAGECHECK_PASSWORD
+            fail(str(exc))
     try:
         chain = default_keychain(
             static=static,

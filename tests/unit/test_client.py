@@ -436,6 +436,10 @@ GET_ERRORS: list[tuple[str, httpx.Response, str]] = [
      "answered HTTP 409 for the manifest (Conflict)"),
     ("5000-digit-number", httpx.Response(409, content=b"1" * 5000),
      "answered HTTP 409 for the manifest (Conflict)"),
+    ("control-characters-replaced",
+     oci_error(409, "DENIED", "no\n\x1b[32mfound    evil.test/app:1  sha256:00\r"),
+     "(DENIED: no??[32mfound    evil.test/app:1  sha256:00?)"),
+    ("long-reason-capped", oci_error(409, "DENIED", "x" * 5000), "(DENIED: " + "x" * 192 + "...)"),
 ]  # fmt: skip
 
 

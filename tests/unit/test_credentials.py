@@ -306,3 +306,35 @@ def test_chain_first_answer_wins() -> None:
     assert [c.username for c in chain.resolve(parse_reference("registry.test/a"))] == ["first"]
     assert [c.username for c in chain.resolve(parse_reference("other.test/a"))] == ["second"]
     assert ChainKeychain(()).resolve(parse_reference("busybox")) == ()
+
+
+# -- secrets must be sendable: refused at the source, never echoed -------------------------
+
+# (id, auths entry, words of the message)
+UNSENDABLE: list[tuple[str, dict[str, str], str]] = [
+    ("registrytoken-newline", {"registrytoken": "rt-SECRET\n"}, "the registrytoken contains"),
+    ("registrytoken-space", {"registrytoken": "rt SECRET"}, "the registrytoken contains"),
+    ("identitytoken-newline", {"identitytoken": "id-SECRET\r\n"}, "the identitytoken contains"),
+    ("password-nul", {"username": "u", "password": "pw-SECRET\x00"}, "the password contains"),
+    ("auth-newline", {"auth": b64("u:pw-SECRET\n")}, "the password contains"),
+    ("username-escape", {"username": "u\x1b[2J", "password": "pw-SECRET"}, "the username"),
+]
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"), [c[1:] for c in UNSENDABLE], ids=[c[0] for c in UNSENDABLE]
+)
+def test_unsendable_secret_is_a_credentials_error_naming_the_source(
+    tmp_path: Path, entry: dict[str, str], words: str
+) -> None:
+    path = write_config(tmp_path, {"registry.test": entry})
+    with pytest.raises(CredentialsError) as info:
+        AuthsKeychain.from_file(path)
+    message = str(info.value)
+    assert message.startswith(f"{path} (auths.registry.test): {words}")
+    assert "SECRET" not in message
+    assert "\n" not in message
+
+
+def test_a_tab_in_a_password_is_sendable() -> None:
+    assert Credentials(username="u", password="p\tw").password == "p\tw"
