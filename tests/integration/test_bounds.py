@@ -209,7 +209,7 @@ HOSTILE: list[tuple[str, Fault, str, tuple[str, ...], str]] = [
     ("token-NaN-expiry", token_body(b'{"token": "t", "expires_in": NaN}'),
      APP, (), "token response is not valid JSON"),
     ("token-with-a-newline", token_body(b'{"token": "t\\nX-Evil: 1"}'),
-     APP, (), "token that cannot go in a header"),
+     APP, (), "token that contains whitespace or a control character"),
     ("error-body-60000-deep", error_body(DEEP), APP, (), "answered HTTP 500"),
     ("error-body-16-KiB-of-[", error_body(OPEN_BRACKETS), APP, (), "answered HTTP 500"),
     ("index-manifests-is-5", index_manifests(5), INDEX, PLATFORM, "'manifests' is not a list"),
