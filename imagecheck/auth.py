@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import time
 from collections.abc import AsyncGenerator, Generator, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +31,13 @@ from typing import Any
 
 import httpx
 
-from imagecheck.bounded import printable
+from imagecheck.bounded import (
+    MAX_TOKEN_RESPONSE,
+    parse_json_object,
+    printable,
+    read_capped,
+    read_prefix,
+)
 from imagecheck.challenge import Challenge, pick_challenge
 from imagecheck.credentials import Credentials, bearer_problem
 from imagecheck.errors import AuthenticationError, ProtocolError, TransientError
@@ -40,12 +45,12 @@ from imagecheck.netguard import named_host, refusal
 from imagecheck.retry import TRANSIENT_STATUS_CODES, parse_retry_after
 from imagecheck.transport import transport_errors
 
-# A token response is a small JSON object; anything larger is not one (issue #3).
-MAX_TOKEN_RESPONSE = 64 * 1024
 # The token spec: "a token should never be returned with less than 60 seconds to live".
 DEFAULT_EXPIRES_IN = 60.0
 # Renew a little early so a token does not expire on its way to the registry.
 EXPIRY_MARGIN = 5.0
+# Ask again after a day at most, whatever expires_in says (say, a 400-digit number).
+MAX_EXPIRES_IN = 86400.0
 CLIENT_ID = "imagecheck"
 
 
@@ -123,12 +128,8 @@ def check_realm(realm: str, registry_url: httpx.URL, *, allow_http: bool) -> htt
 
 
 def parse_token_response(body: bytes, now: float) -> Token:
-    try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ProtocolError("token service answered something that is not JSON") from None
-    if not isinstance(data, dict):
-        raise ProtocolError("token service answered JSON that is not an object")
+    """The token in a token service's answer; any other shape is a ProtocolError."""
+    data = parse_json_object(body, "token response")
     value = data.get("token") or data.get("access_token")
     if not isinstance(value, str) or not value:
         raise ProtocolError("token service answered without a token")
@@ -136,13 +137,18 @@ def parse_token_response(body: bytes, now: float) -> Token:
     if problem is not None:
         # Never quoted: h11 would refuse the header and put the whole value in its message.
         raise ProtocolError(f"token service answered a token that {problem}")
-    expires_in = data.get("expires_in")
-    lifetime = (
-        float(expires_in)
-        if isinstance(expires_in, int | float) and expires_in > 0
-        else DEFAULT_EXPIRES_IN
-    )
+    lifetime = _lifetime(data.get("expires_in"))
     return Token(value, now + max(1.0, lifetime - min(EXPIRY_MARGIN, lifetime / 10)))
+
+
+def _lifetime(expires_in: object) -> float:
+    """``expires_in`` in seconds, within (0, MAX_EXPIRES_IN]; the default when it is not a
+    positive number. ``min`` first: ``float()`` of a 400-digit integer overflows."""
+    if isinstance(expires_in, bool) or not isinstance(expires_in, int | float):
+        return DEFAULT_EXPIRES_IN
+    if not expires_in > 0:  # also NaN
+        return DEFAULT_EXPIRES_IN
+    return float(min(expires_in, MAX_EXPIRES_IN))
 
 
 class TokenFetcher:
@@ -216,7 +222,12 @@ class TokenFetcher:
                 request, stream=True, follow_redirects=follow_redirects
             )
             try:
-                body = await read_capped(response, MAX_TOKEN_RESPONSE, "token response")
+                if response.status_code == 200:
+                    body = await read_capped(response, MAX_TOKEN_RESPONSE, "token response")
+                else:
+                    # Says nothing we use; a prefix is read so a short one keeps the connection.
+                    await read_prefix(response)
+                    body = b""
             finally:
                 await response.aclose()
         status = response.status_code
@@ -245,18 +256,6 @@ class TokenFetcher:
 
 class _NoOAuth(Exception):
     """The realm does not speak the OAuth2 POST; use the GET form."""
-
-
-async def read_capped(response: httpx.Response, limit: int, what: str) -> bytes:
-    """The body, refusing to hold more than ``limit`` bytes of it."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise ProtocolError(f"{what} is larger than {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 @dataclass

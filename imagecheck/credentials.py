@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from imagecheck import bounded
 from imagecheck.credhelper import CredentialHelpers, HelperAnswer
 from imagecheck.errors import CredentialsError
 from imagecheck.files import MAX_CONFIG_FILE, read_regular_file, size_text
@@ -264,14 +264,9 @@ def load_json_file(path: Path, what: str = "credentials file") -> dict[str, Any]
 
 
 def parse_json_object(text: str | bytes, where: str) -> dict[str, Any]:
-    """A JSON object from ``text``, or a one-line :class:`CredentialsError` naming ``where``."""
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CredentialsError(f"{where}: invalid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise CredentialsError(f"{where}: expected a JSON object")
-    return data
+    """A JSON object from ``text``, or a one-line :class:`CredentialsError` naming ``where``
+    (also for 60,000-deep nesting or a 5,000-digit number: never a traceback)."""
+    return bounded.parse_json_object(text, where, error=CredentialsError)
 
 
 @dataclass(frozen=True)

@@ -17,22 +17,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
+import selectors
 import shutil
 import signal
 import subprocess
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from imagecheck.bounded import printable
+from imagecheck.bounded import MAX_ERROR_BODY, MAX_HELPER_OUTPUT, parse_json, printable
 from imagecheck.errors import CredentialsError, DeadlineExceeded
 from imagecheck.retry import Deadline
 
 HELPER_PREFIX = "docker-credential-"
 DEFAULT_HELPER_TIMEOUT = 10.0
 # A helper's answer is a small JSON object; its error output a line or two.
-MAX_HELPER_OUTPUT = 64 * 1024
 # Distinct (helper, server) answers kept: a webhook meets registries named by others.
 MAX_REMEMBERED = 1024
 _NOT_FOUND = "credentials not found"
@@ -71,14 +71,7 @@ def run_helper(
     if path is None:
         raise CredentialsError(f"credential helper {exe} is not on PATH")
     try:
-        proc = subprocess.run(  # noqa: S603 - the helper is named by the user's config
-            [path, "get"],
-            input=server_url,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        proc = _run_capped([path, "get"], server_url, timeout, exe)
     except subprocess.TimeoutExpired:
         raise CredentialsError(
             f"credential helper {exe} did not answer within {timeout:g}s"
@@ -175,10 +168,77 @@ def _answer(exe: str, returncode: int, stdout: str, stderr: str) -> HelperAnswer
     return _parse_answer(stdout, exe)
 
 
+def _run_capped(
+    argv: list[str], stdin: str, timeout: float, exe: str
+) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout)``
+    that never holds more than a helper's answer can be: stdout over ``MAX_HELPER_OUTPUT``
+    bytes kills the helper (a CredentialsError); of stderr only the start is kept (read on,
+    so the helper does not block on a full pipe). Text is UTF-8, invalid bytes replaced, as
+    Go's JSON decoder in docker/cli reads it. Raises ``subprocess.TimeoutExpired`` and
+    ``OSError`` as ``subprocess.run`` does."""
+    deadline = time.monotonic() + timeout
+    proc = subprocess.Popen(  # noqa: S603 - the helper is named by the user's config
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        out, err = _collect(proc, stdin.encode(), deadline, exe)
+        proc.wait(max(0.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    return subprocess.CompletedProcess(
+        argv,
+        proc.returncode,
+        out.decode("utf-8", errors="replace"),
+        err.decode("utf-8", errors="replace"),
+    )
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], stdin: bytes, deadline: float, exe: str
+) -> tuple[bytes, bytes]:
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    try:
+        proc.stdin.write(stdin)  # a server URL: far less than a pipe holds
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # the helper did not read it; its answer will say so
+    out, err = bytearray(), bytearray()
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ, out)
+        selector.register(proc.stderr, selectors.EVENT_READ, err)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise subprocess.TimeoutExpired(proc.args, 0)
+            for key, _ in selector.select(remaining):
+                data = os.read(key.fd, 65536)
+                if not data:
+                    selector.unregister(key.fileobj)
+                elif key.data is out:
+                    out += data
+                    if len(out) > MAX_HELPER_OUTPUT:
+                        raise CredentialsError(
+                            f"credential helper {exe} printed more than {MAX_HELPER_OUTPUT} "
+                            "bytes: that is not a credentials answer"
+                        )
+                else:
+                    err += data[: max(0, MAX_ERROR_BODY - len(err))]
+    return bytes(out), bytes(err)
+
+
 def _parse_answer(stdout: str, exe: str) -> HelperAnswer:
     try:
-        data = json.loads(stdout)
-    except json.JSONDecodeError:
+        data = parse_json(stdout, "answer", error=CredentialsError)
+    except CredentialsError:
+        # Never its text, which may hold the secret; nor where it broke.
         raise CredentialsError(
             f"credential helper {exe} printed something that is not JSON"
         ) from None

@@ -311,7 +311,7 @@ def test_credential_helper_problems_are_one_line_usage_errors(
 @pytest.mark.parametrize(
     ("what", "expected"),
     [
-        ("bad-json", "invalid JSON"),
+        ("bad-json", "not valid JSON"),
         ("bad-base64", "'auth' is not valid base64"),
         ("no-colon", "'auth' must encode 'username:password'"),
         ("missing-secret", "does not exist"),

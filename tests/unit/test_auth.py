@@ -21,11 +21,12 @@ import respx
 
 from imagecheck.auth import (
     DEFAULT_EXPIRES_IN,
-    MAX_TOKEN_RESPONSE,
+    MAX_EXPIRES_IN,
     Token,
     TokenCache,
     parse_token_response,
 )
+from imagecheck.bounded import MAX_TOKEN_RESPONSE
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import (
     AnonymousKeychain,
@@ -613,8 +614,8 @@ def test_realm_on_the_registry_own_link_local_host_is_allowed(router: respx.Rout
 BAD_TOKEN_RESPONSES: list[tuple[str, httpx.Response, str]] = [
     ("over-64-KiB", httpx.Response(200, json={"token": "t" * MAX_TOKEN_RESPONSE}),
      "larger than 65536 bytes"),
-    ("not-json", httpx.Response(200, text="<html>login</html>"), "not JSON"),
-    ("json-not-object", httpx.Response(200, json=["t"]), "not an object"),
+    ("not-json", httpx.Response(200, text="<html>login</html>"), "not valid JSON"),
+    ("json-not-object", httpx.Response(200, json=["t"]), "not a JSON object"),
     ("no-token", httpx.Response(200, json={"expires_in": 60}), "without a token"),
     ("token-not-string", httpx.Response(200, json={"token": 42}), "without a token"),
     ("unexpected-status", httpx.Response(400), "answered HTTP 400"),
@@ -723,6 +724,52 @@ def test_token_repr_hides_the_value() -> None:
 def test_parse_token_response_errors_are_protocol_errors() -> None:
     with pytest.raises(ProtocolError):
         parse_token_response(b"\xff", now=0.0)
+
+
+# (id, token answer, words in the error): hostile answers are a ProtocolError, never a crash.
+HOSTILE_TOKEN_ANSWERS: list[tuple[str, bytes, str]] = [
+    ("16-KiB-of-[", b"[" * 16384, "token response is nested too deeply"),
+    ("5000-digit-number", b'{"token": "t", "expires_in": ' + b"1" * 5000 + b"}",
+     "token response is not valid JSON"),
+    ("NaN", b'{"token": "t", "expires_in": NaN}', "token response is not valid JSON"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [c[1:] for c in HOSTILE_TOKEN_ANSWERS],
+    ids=[c[0] for c in HOSTILE_TOKEN_ANSWERS],
+)
+def test_hostile_token_answer_is_a_protocol_error(body: bytes, words: str) -> None:
+    with pytest.raises(ProtocolError, match=words):
+        parse_token_response(body, now=0.0)
+
+
+@pytest.mark.parametrize(
+    ("expires_in", "lifetime"),
+    [
+        pytest.param(b"9" * 400, MAX_EXPIRES_IN, id="400-digits-capped-not-overflowing"),
+        pytest.param(b"1e308", MAX_EXPIRES_IN, id="huge-float-capped"),
+        pytest.param(b"true", DEFAULT_EXPIRES_IN, id="boolean-default"),
+    ],
+)
+def test_token_lifetime_of_odd_numbers(expires_in: bytes, lifetime: float) -> None:
+    token = parse_token_response(b'{"token": "t", "expires_in": ' + expires_in + b"}", now=0.0)
+    assert token.expires_at == pytest.approx(lifetime - min(5.0, lifetime / 10))
+
+
+def test_token_service_error_body_is_not_read_whole(router: respx.Router) -> None:
+    """Only a 200 carries a token: a 503's page (however large) is not read, and the answer
+    is the transient error it is, not a 'larger than' refusal."""
+    ping(router, BEARER)
+    token_route(router).mock(
+        side_effect=[
+            httpx.Response(503, content=b"<html>" + b"x" * (2 * MAX_TOKEN_RESPONSE)),
+            httpx.Response(200, json={"token": "t"}),
+        ]
+    )
+    manifest(router).mock(return_value=found())
+    assert check(router, "registry.test/app:1.0").status is Status.FOUND
 
 
 @pytest.mark.parametrize(

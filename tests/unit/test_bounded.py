@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import httpx
 import pytest
 
 from imagecheck.bounded import (
+    bound_body,
     parse_json,
     parse_json_object,
     printable,
     read_capped,
+    read_capped_sync,
     read_prefix,
 )
 from imagecheck.errors import CredentialsError, ProtocolError
@@ -36,6 +38,18 @@ class _Endless(httpx.AsyncByteStream):
         while True:
             self.sent += 65536
             yield b"x" * 65536
+
+
+class _Counted(httpx.AsyncByteStream):
+    """A short body that says whether it was read to its end."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.finished = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self.body
+        self.finished = True
 
 
 def _response(body: bytes | httpx.AsyncByteStream, **headers: str) -> httpx.Response:
@@ -129,3 +143,74 @@ def test_printable_replaces_control_characters(text: str, shown: str) -> None:
 
 def test_printable_caps_length() -> None:
     assert printable("a" * 1000, 10) == "a" * 10 + "..."
+
+
+@pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}'])
+def test_parse_json_refuses_what_is_not_json(text: str) -> None:
+    # Python's parser takes these; Go's (docker, containerd) does not, nor does the RFC.
+    with pytest.raises(ProtocolError, match="not valid JSON"):
+        parse_json(text, "token response")
+
+
+def test_bound_body_drop_reads_a_prefix_and_keeps_nothing() -> None:
+    stream = _Endless()
+    response = _response(stream, **{"Content-Encoding": "gzip"})
+    bound_body(response, limit=100_000, drop=True)
+    assert run(response.aread()) == b""  # what httpx does with a redirect's body
+    assert stream.sent <= 100_000 + 65536
+
+
+def test_bound_body_drop_reads_a_short_body_to_its_end() -> None:
+    body = _Counted(b"moved")
+    response = _response(body)
+    bound_body(response, limit=100_000, drop=True)
+    assert run(response.aread()) == b""
+    assert body.finished
+
+
+def test_bound_body_cap_refuses_past_the_limit() -> None:
+    stream = _Endless()
+    response = _response(stream)
+    bound_body(response, limit=1_000_000, drop=False)
+    with pytest.raises(ProtocolError, match="larger than 1000000 bytes"):
+        run(response.aread())
+    assert stream.sent <= 1_000_000 + 65536
+
+
+def test_bound_body_cap_passes_a_body_within_the_limit() -> None:
+    response = _response(b"0123456789")
+    bound_body(response, limit=10, drop=False)
+    assert run(read_capped(response, 10, "manifest")) == b"0123456789"
+
+
+class _SyncEndless(httpx.SyncByteStream):
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            self.sent += 65536
+            yield b"x" * 65536
+
+
+def test_read_capped_sync_refuses_an_endless_body_early() -> None:
+    stream = _SyncEndless()
+    response = httpx.Response(200, stream=stream)
+    with pytest.raises(CredentialsError, match="pod is larger than 1000000 bytes"):
+        read_capped_sync(response, 1_000_000, "pod", error=CredentialsError)
+    assert stream.sent <= 1_000_000 + 65536
+
+
+def test_read_capped_sync_returns_a_body_within_the_cap() -> None:
+    response = httpx.Response(200, stream=httpx.ByteStream(b'{"kind": "Pod"}'))
+    assert read_capped_sync(response, 100, "pod") == b'{"kind": "Pod"}'
+
+
+def test_readers_take_a_body_read_before_they_see_it() -> None:
+    """A mock transport (respx) reads every body first: the content is capped instead."""
+    response = httpx.Response(200, content=b"x" * 100)
+    response.read()
+    assert run(read_prefix(response, 10)) == b"x" * 10
+    assert run(read_capped(response, 100, "manifest")) == b"x" * 100
+    with pytest.raises(ProtocolError, match="larger than 99 bytes"):
+        run(read_capped(response, 99, "manifest"))

@@ -148,8 +148,8 @@ def test_usage_error_exits_2(
 
 # (id, config.json content, words in the error)
 BAD_CONFIGS: list[tuple[str, str, str]] = [
-    ("invalid-json", "{not json", "invalid JSON"),
-    ("not-an-object", "[]", "expected a JSON object"),
+    ("invalid-json", "{not json", "not valid JSON"),
+    ("not-an-object", "[]", "not a JSON object"),
     ("bad-base64", '{"auths": {"registry.test": {"auth": "%%%"}}}', "not valid base64"),
 ]
 

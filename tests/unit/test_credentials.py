@@ -138,9 +138,9 @@ def test_config_without_auths_offers_nothing(tmp_path: Path) -> None:
 
 # (id, file content, words the message must contain)
 BROKEN: list[tuple[str, str, str]] = [
-    ("invalid-json", "{not json", "invalid JSON"),
-    ("empty-file", "", "invalid JSON"),
-    ("not-an-object", "[]", "expected a JSON object"),
+    ("invalid-json", "{not json", "not valid JSON"),
+    ("empty-file", "", "not valid JSON"),
+    ("not-an-object", "[]", "not a JSON object"),
     ("auths-not-an-object", '{"auths": ["registry.test"]}', "'auths' must be an object"),
     ("entry-not-an-object", '{"auths": {"registry.test": "alice:pw"}}',
      "expected an object with credentials"),
@@ -172,7 +172,7 @@ def test_broken_config_is_credentials_error_naming_the_file(
 
 def test_broken_default_config_is_an_error_too(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{", encoding="utf-8")
-    with pytest.raises(CredentialsError, match="invalid JSON"):
+    with pytest.raises(CredentialsError, match="not valid JSON"):
         default_keychain(env={"DOCKER_CONFIG": str(tmp_path)})
 
 
