@@ -226,8 +226,8 @@ def _collect(
                     out += data
                     if len(out) > MAX_HELPER_OUTPUT:
                         raise CredentialsError(
-                            f"credential helper {exe} printed more than {MAX_HELPER_OUTPUT} "
-                            "bytes: that is not a credentials answer"
+                            f"credential helper {exe} printed more than "
+                            f"{MAX_HELPER_OUTPUT // 1024} KiB"
                         )
                 else:
                     err += data[: max(0, MAX_ERROR_BODY - len(err))]

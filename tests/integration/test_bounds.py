@@ -347,8 +347,8 @@ HELPERS = {
     ),
     "open-brackets": (python_prints('"[" * 16384'), "printed something that is not JSON"),
     "huge-number": (python_prints('"{\\"Secret\\": " + "1" * 5000 + "}"'), "not JSON"),
-    "100-MB": ("head -c 100000000 /dev/zero", "printed more than 65536 bytes"),
-    "endless": ("yes", "printed more than 65536 bytes"),
+    "100-MB": ("head -c 100000000 /dev/zero", "printed more than 64 KiB"),
+    "endless": ("yes", "printed more than 64 KiB"),
 }
 
 
