@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import ipaddress
-import json
-import socket
 import time
 from collections.abc import AsyncGenerator, Generator, Sequence
 from dataclasses import dataclass, field
@@ -34,24 +31,27 @@ from typing import Any
 
 import httpx
 
+from imagecheck.bounded import (
+    MAX_TOKEN_RESPONSE,
+    parse_json_object,
+    printable,
+    read_capped,
+    read_prefix,
+)
 from imagecheck.challenge import Challenge, pick_challenge
-from imagecheck.credentials import Credentials
+from imagecheck.credentials import Credentials, bearer_problem
 from imagecheck.errors import AuthenticationError, ProtocolError, TransientError
+from imagecheck.netguard import named_host, refusal
 from imagecheck.retry import TRANSIENT_STATUS_CODES, parse_retry_after
 from imagecheck.transport import transport_errors
 
-# A token response is a small JSON object; anything larger is not one (issue #3).
-MAX_TOKEN_RESPONSE = 64 * 1024
 # The token spec: "a token should never be returned with less than 60 seconds to live".
 DEFAULT_EXPIRES_IN = 60.0
 # Renew a little early so a token does not expire on its way to the registry.
 EXPIRY_MARGIN = 5.0
+# Ask again after a day at most, whatever expires_in says (say, a 400-digit number).
+MAX_EXPIRES_IN = 86400.0
 CLIENT_ID = "imagecheck"
-
-_METADATA_NETWORKS = (
-    ipaddress.ip_network("169.254.0.0/16"),
-    ipaddress.ip_network("fd00:ec2::254/128"),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,66 +107,66 @@ def repository_scope(request: httpx.Request) -> str:
 
 def check_realm(realm: str, registry_url: httpx.URL, *, allow_http: bool) -> httpx.URL:
     """Refuse realms that would leak credentials: plain HTTP for an HTTPS registry, or a
-    link-local / cloud-metadata address that is not the registry's own host."""
+    destination ``netguard`` refuses (a metadata service; a link-local address that is not
+    the registry's own host). Redirects from the realm are checked by ``netguard`` too."""
+    shown = printable(realm)
     try:
         url = httpx.URL(realm)
-    except httpx.InvalidURL as exc:
-        raise ProtocolError(f"invalid token realm {realm!r}: {exc}") from None
+    except httpx.InvalidURL:
+        raise ProtocolError(f"invalid token realm {shown!r}: not a URL") from None
     if url.scheme not in ("https", "http") or not url.host:
-        raise ProtocolError(f"invalid token realm {realm!r}: not an http(s) URL")
+        raise ProtocolError(f"invalid token realm {shown!r}: not an http(s) URL")
     if url.scheme == "http" and registry_url.scheme == "https" and not allow_http:
         raise ProtocolError(
-            f"refusing token realm {realm!r}: plain http for an https registry "
+            f"refusing token realm {shown!r}: plain http for an https registry "
             "(credentials would travel unencrypted)"
         )
-    if url.host != registry_url.host:
-        address = _numeric_host(url.host)
-        if address is not None and any(address in net for net in _METADATA_NETWORKS):
-            raise ProtocolError(f"refusing token realm {realm!r}: link-local/metadata address")
+    reason = refusal(url, named_host=registry_url.host)
+    if reason is not None:
+        raise ProtocolError(f"refusing token realm {shown!r}: {reason}")
     return url
 
 
-def _numeric_host(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The address a numeric host names, in every spelling a resolver accepts: dotted,
-    decimal (``2852039166``), hex (``0xa9fea9fe``), short (``169.254.43518``) and
-    IPv4-mapped IPv6 (``::ffff:169.254.169.254``). ``None`` for a DNS name."""
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        try:
-            return ipaddress.IPv4Address(socket.inet_aton(host))
-        except OSError:
-            return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address
-
-
 def parse_token_response(body: bytes, now: float) -> Token:
-    try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ProtocolError("token service answered something that is not JSON") from None
-    if not isinstance(data, dict):
-        raise ProtocolError("token service answered JSON that is not an object")
+    """The token in a token service's answer; any other shape is a ProtocolError."""
+    data = parse_json_object(body, "token response")
     value = data.get("token") or data.get("access_token")
     if not isinstance(value, str) or not value:
         raise ProtocolError("token service answered without a token")
-    expires_in = data.get("expires_in")
-    lifetime = (
-        float(expires_in)
-        if isinstance(expires_in, int | float) and expires_in > 0
-        else DEFAULT_EXPIRES_IN
-    )
+    problem = bearer_problem(value)
+    if problem is not None:
+        # Never quoted: h11 would refuse the header and put the whole value in its message.
+        raise ProtocolError(f"token service answered a token that {problem}")
+    lifetime = _lifetime(data.get("expires_in"))
     return Token(value, now + max(1.0, lifetime - min(EXPIRY_MARGIN, lifetime / 10)))
 
 
-class TokenFetcher:
-    """Fetches tokens from a realm with a client of its own choosing (no auth on it)."""
+def _lifetime(expires_in: object) -> float:
+    """``expires_in`` in seconds, within (0, MAX_EXPIRES_IN]; the default when it is not a
+    positive number. ``min`` first: ``float()`` of a 400-digit integer overflows."""
+    if isinstance(expires_in, bool) or not isinstance(expires_in, int | float):
+        return DEFAULT_EXPIRES_IN
+    if not expires_in > 0:  # also NaN
+        return DEFAULT_EXPIRES_IN
+    return float(min(expires_in, MAX_EXPIRES_IN))
 
-    def __init__(self, client: httpx.AsyncClient, *, clock: Any = time.monotonic) -> None:
+
+class TokenFetcher:
+    """Fetches tokens from a realm with a client of its own choosing (no auth on it).
+
+    ``registry_host`` is the registry the user named, whose own host may serve the realm
+    even on a link-local address (``netguard``)."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        clock: Any = time.monotonic,
+        registry_host: str | None = None,
+    ) -> None:
         self._client = client
         self._clock = clock
+        self._extensions = named_host(registry_host) if registry_host else {}
 
     async def fetch(
         self, realm: httpx.URL, service: str | None, scope: str, creds: Credentials | None
@@ -191,7 +191,9 @@ class TokenFetcher:
             headers["Authorization"] = basic_header(
                 Credentials(username=creds.username, password=password)
             )
-        request = self._client.build_request("GET", realm, params=params, headers=headers)
+        request = self._client.build_request(
+            "GET", realm, params=params, headers=headers, extensions=self._extensions
+        )
         return await self._send(request, creds)
 
     async def _oauth(
@@ -204,21 +206,32 @@ class TokenFetcher:
             "service": service or "",
             "scope": scope,
         }
-        request = self._client.build_request("POST", realm, data=form)
+        request = self._client.build_request("POST", realm, data=form, extensions=self._extensions)
         try:
-            return await self._send(request, creds)
+            # Not redirected: a 307 would carry the refresh token, in the body, to any host
+            # (httpx strips only the Authorization header). The GET form answers instead.
+            return await self._send(request, creds, follow_redirects=False)
         except _NoOAuth:
             return None
 
-    async def _send(self, request: httpx.Request, creds: Credentials | None) -> Token:
+    async def _send(
+        self, request: httpx.Request, creds: Credentials | None, *, follow_redirects: bool = True
+    ) -> Token:
         async with transport_errors(f"token service {request.url.netloc.decode()}"):
-            response = await self._client.send(request, stream=True, follow_redirects=True)
+            response = await self._client.send(
+                request, stream=True, follow_redirects=follow_redirects
+            )
             try:
-                body = await read_capped(response, MAX_TOKEN_RESPONSE, "token response")
+                if response.status_code == 200:
+                    body = await read_capped(response, MAX_TOKEN_RESPONSE, "token response")
+                else:
+                    # Says nothing we use; a prefix is read so a short one keeps the connection.
+                    await read_prefix(response)
+                    body = b""
             finally:
                 await response.aclose()
         status = response.status_code
-        if request.method == "POST" and status in (404, 405):
+        if request.method == "POST" and (status in (404, 405) or response.is_redirect):
             raise _NoOAuth
         if status in (401, 403):
             who = f"credentials from {creds.source}" if creds and creds.source else "credentials"
@@ -243,18 +256,6 @@ class TokenFetcher:
 
 class _NoOAuth(Exception):
     """The realm does not speak the OAuth2 POST; use the GET form."""
-
-
-async def read_capped(response: httpx.Response, limit: int, what: str) -> bytes:
-    """The body, refusing to hold more than ``limit`` bytes of it."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise ProtocolError(f"{what} is larger than {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 @dataclass

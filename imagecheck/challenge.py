@@ -9,6 +9,9 @@ A registry answers an unauthenticated ``GET /v2/`` with 401 and one or more chal
 Parameter values may be quoted strings containing commas
 (``scope="repository:a:pull,push"``) and backslash escapes, and several challenges may share
 one header, so splitting on commas is wrong; this is a small tokenizer instead.
+
+The header is the registry's text: it is never echoed in an error, and one longer than
+:data:`MAX_CHALLENGE` is refused unread (real challenges are a few hundred bytes).
 """
 
 from __future__ import annotations
@@ -18,7 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from imagecheck.bounded import printable
 from imagecheck.errors import ProtocolError
+
+# Docker Hub's challenge is under 200 bytes; 8 KiB leaves room for any honest one.
+MAX_CHALLENGE = 8 * 1024
 
 # RFC 9110 token characters; auth-scheme and auth-param names are tokens.
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"  # noqa: S105 (an RFC 9110 token, not a secret)
@@ -69,7 +76,7 @@ def _quoted(text: str, pos: int) -> tuple[str, int]:
         else:
             out.append(ch)
             i += 1
-    raise ProtocolError(f"unterminated quoted string in WWW-Authenticate header: {text!r}")
+    raise ProtocolError("unterminated quoted string in WWW-Authenticate header")
 
 
 def _skip_comma(text: str, pos: int) -> int:
@@ -93,7 +100,8 @@ def _parse_params(text: str, pos: int) -> tuple[dict[str, str], int]:
         else:
             vm = _TOKEN_VALUE_RE.match(text, pos)
             if vm is None:
-                raise ProtocolError(f"bad value for {name!r} in WWW-Authenticate header")
+                shown = printable(name, 40)
+                raise ProtocolError(f"bad value for {shown!r} in WWW-Authenticate header")
             value, pos = vm.group(1), vm.end()
         params[name] = value
 
@@ -101,14 +109,17 @@ def _parse_params(text: str, pos: int) -> tuple[dict[str, str], int]:
 def parse_challenges(header: str) -> list[Challenge]:
     """Every challenge in one ``WWW-Authenticate`` header value, in order.
 
-    Raises :class:`ProtocolError` for text that is not a challenge list.
+    Raises :class:`ProtocolError` for text that is not a challenge list, or is longer than
+    :data:`MAX_CHALLENGE`.
     """
+    if len(header) > MAX_CHALLENGE:
+        raise ProtocolError(f"WWW-Authenticate header is longer than {MAX_CHALLENGE} characters")
     challenges: list[Challenge] = []
     pos = _skip_comma(header, 0)
     while pos < len(header):
         m = _SCHEME_RE.match(header, pos)
         if m is None:
-            raise ProtocolError(f"malformed WWW-Authenticate header: {header!r}")
+            raise ProtocolError(f"malformed WWW-Authenticate header (at character {pos})")
         scheme, pos = m.group(1).lower(), m.end()
         params: dict[str, str] = {}
         token68 = _TOKEN68_RE.match(header, pos)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import re
 import time
@@ -30,10 +29,23 @@ from imagecheck.auth import (
     RegistryAuthState,
     TokenCache,
     TokenFetcher,
+)
+from imagecheck.bounded import (
+    MAX_ERROR_BODY,
+    MAX_MANIFEST_SIZE,
+    bound_body,
+    parse_json,
+    printable,
     read_capped,
+    read_prefix,
 )
 from imagecheck.challenge import pick_challenge
-from imagecheck.credentials import AnonymousKeychain, Credentials, Keychain
+from imagecheck.credentials import (
+    AnonymousKeychain,
+    Credentials,
+    Keychain,
+    resolve_credentials,
+)
 from imagecheck.errors import (
     AuthenticationError,
     CertificateError,
@@ -41,6 +53,7 @@ from imagecheck.errors import (
     RegistryError,
     TransientError,
 )
+from imagecheck.netguard import check_destination, named_host
 from imagecheck.platform import (
     INDEX_MEDIA_TYPES,
     Platform,
@@ -84,15 +97,15 @@ MANIFEST_ACCEPT = ", ".join(
         DOCKER_SCHEMA1,
     )
 )
-# Distribution refuses manifests over 4 MiB; nothing larger is a manifest.
-MAX_MANIFEST_SIZE = 4 * 1024 * 1024
 # Marks the HTTPS probe of a loopback/insecure registry's ping (request extensions).
 _PROBE = "imagecheck.tls_probe"
-# Enough of an error body to read its OCI error code; the rest is not worth holding.
-MAX_ERROR_BODY = 16 * 1024
 # Registries that cannot HEAD a manifest answer one of these; GET then tells.
 HEAD_UNSUPPORTED = frozenset({400, 405, 501})
-_DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
+# The digests a registry's answer may name (Docker-Content-Digest, a config descriptor), with
+# the length of their lowercase-hex encoding: the OCI image-spec's registered algorithms
+# (descriptor.md#registered-algorithms). See _answered_digest for why nothing else counts.
+_REGISTERED_DIGESTS = {"sha256": 64, "sha512": 128}
+_LOWER_HEX = re.compile(r"[0-9a-f]+")
 
 
 @dataclass(frozen=True)
@@ -150,9 +163,13 @@ class ImageChecker:
         common = {
             "timeout": httpx.Timeout(self.options.timeout),
             "limits": limits,
-            "headers": {"User-Agent": self.options.user_agent},
+            # Asked for identity; a body compressed unasked is still decoded within its cap.
+            "headers": {"User-Agent": self.options.user_agent, "Accept-Encoding": "identity"},
             "follow_redirects": True,
-            "event_hooks": {"request": [self._on_request], "response": [self._on_response]},
+            "event_hooks": {
+                "request": [self._on_request],
+                "response": [self._on_response, _bound_body],
+            },
         }
         self._client = httpx.AsyncClient(verify=self._verify, transport=transport, **common)  # type: ignore[arg-type]
         # Only when some registry is explicitly insecure: TLS without verification.
@@ -255,7 +272,10 @@ class ImageChecker:
     ) -> CheckResult:
         keys = keychain or self.keychain
         try:
-            result = await self.retry.run(lambda: self._check_once(ref, image, keys), deadline)
+            # Before any request to the registry, inside the deadline, outside the attempt's
+            # timeout: a credential helper runs here, once per registry (issue #10).
+            creds = await resolve_credentials(keys, ref, deadline)
+            result = await self.retry.run(lambda: self._check_once(ref, image, creds), deadline)
         except AuthenticationError as exc:
             return CheckResult(image, ref, Status.DENIED, message=str(exc), registry=ref.api_host)
         except RegistryError as exc:
@@ -269,10 +289,12 @@ class ImageChecker:
 
     # -- one attempt ----------------------------------------------------------------------
 
-    async def _check_once(self, ref: Reference, image: str, keychain: Keychain) -> CheckResult:
+    async def _check_once(
+        self, ref: Reference, image: str, candidates: Sequence[Credentials]
+    ) -> CheckResult:
         try:
             async with asyncio.timeout(self.options.timeout):
-                return await self._ask_manifest(ref, image, keychain)
+                return await self._ask_manifest(ref, image, candidates)
         except TimeoutError:
             error = TransientError(
                 f"{ref.api_host} did not answer within {self.options.timeout:g}s"
@@ -284,9 +306,10 @@ class ImageChecker:
             self._last_error[image] = str(exc)
             raise
 
-    async def _ask_manifest(self, ref: Reference, image: str, keychain: Keychain) -> CheckResult:
+    async def _ask_manifest(
+        self, ref: Reference, image: str, candidates: Sequence[Credentials]
+    ) -> CheckResult:
         registry = await self._registry(ref)
-        candidates = keychain.resolve(ref)
         if self.options.platform is not None:
             # The platform list is in the body: one GET instead of HEAD.
             response, auth, body = await self._send("GET", ref, registry, candidates)
@@ -295,11 +318,11 @@ class ImageChecker:
                 return result
             return await self._match_platform(ref, registry, candidates, result, body)
         response, auth, _ = await self._send("HEAD", ref, registry, candidates)
-        digest = response.headers.get("Docker-Content-Digest")
+        digest = response.headers.get("Docker-Content-Digest", "")
         if response.status_code in HEAD_UNSUPPORTED or (
-            response.status_code == 200 and ref.digest and not digest
+            response.status_code == 200 and ref.digest and not registered_digest(digest)
         ):
-            # No HEAD support, or no digest to verify a pin against: GET and hash the body.
+            # No HEAD support, or no usable digest to verify a pin against: GET and hash the body.
             response, auth, body = await self._send("GET", ref, registry, candidates)
             return self._classify(ref, image, response, auth, body)
         return self._classify(ref, image, response, auth, None)
@@ -338,7 +361,14 @@ class ImageChecker:
         legacy = schema1_platform(body)
         if legacy is not None:
             return [legacy]
-        path = f"/v2/{ref.repository}/blobs/{config_digest(body)}"
+        digest = config_digest(body)
+        if not registered_digest(digest):
+            # It goes into a URL path: nothing but algorithm:hex gets there.
+            raise ProtocolError(
+                f"{ref.api_host} served a manifest whose config digest is not a sha256 or "
+                f"sha512 digest ({printable(digest, 80)!r})"
+            )
+        path = f"/v2/{ref.repository}/blobs/{digest}"
         response, _, config = await self._send("GET", ref, registry, candidates, path=path)
         if response.status_code != 200:
             raise ProtocolError(
@@ -362,8 +392,12 @@ class ImageChecker:
         path = path or f"/v2/{ref.repository}/manifests/{ref.identifier}"
         url = registry.auth.base_url.join(path)
         client = self._client_for(ref)
-        auth = RegistryAuth(registry.auth, candidates, self._tokens, TokenFetcher(client))
-        request = client.build_request(method, url, headers={"Accept": MANIFEST_ACCEPT})
+        host = registry.auth.base_url.host
+        fetcher = TokenFetcher(client, registry_host=host)
+        auth = RegistryAuth(registry.auth, candidates, self._tokens, fetcher)
+        request = client.build_request(
+            method, url, headers={"Accept": MANIFEST_ACCEPT}, extensions=named_host(host)
+        )
         async with transport_errors(ref.api_host):
             response = await client.send(request, auth=auth, stream=True)
             try:
@@ -471,8 +505,19 @@ class ImageChecker:
     async def _get(
         self, client: httpx.AsyncClient, url: httpx.URL, ref: Reference, extensions: dict[str, Any]
     ) -> httpx.Response:
+        """The ping's answer: its status and headers are all it tells. Its body is never read
+        whole (a registry may send gigabytes): a prefix, so a short body leaves the
+        connection reusable, and that is dropped."""
+        request = client.build_request(
+            "GET", url, extensions={**extensions, **named_host(url.host)}
+        )
         async with transport_errors(ref.api_host):
-            return await client.get(url, extensions=extensions)
+            response = await client.send(request, stream=True)
+            try:
+                await read_prefix(response, MAX_ERROR_BODY)
+            finally:
+                await response.aclose()
+        return response
 
     def _load_trust(self) -> None:
         if not self._trust_loaded:
@@ -510,6 +555,10 @@ class ImageChecker:
     # -- logging and counting -------------------------------------------------------------
 
     async def _on_request(self, request: httpx.Request) -> None:
+        # Every request and every redirect hop, before its connection or DNS lookup: httpx
+        # runs this hook per hop. A hook rather than a transport wrapper, because httpx
+        # ignores the proxy environment variables when it is given a transport.
+        check_destination(request)
         if request.url.scheme == "https" and not request.extensions.get(_PROBE):
             self._load_trust()  # the first real HTTPS request: now the CA store is worth it
         self.stats[_request_kind(request)] += 1
@@ -543,6 +592,17 @@ def _request_kind(request: httpx.Request) -> str:
     return "blob" if "/blobs/" in path else "token"
 
 
+async def _bound_body(response: httpx.Response) -> None:
+    """A response hook. httpx reads two kinds of body whole, by itself: a redirect's, and that
+    of a 401 the auth flow answers with a token. Nobody uses either: at most a prefix of them
+    is read, and dropped. Every other body is read by a capped reader (``_read_body``, the
+    token fetcher, the ping's prefix); this caps them once more, at the largest of those."""
+    if response.status_code == 401 or response.has_redirect_location:
+        bound_body(response, limit=MAX_ERROR_BODY, drop=True)
+    else:
+        bound_body(response, limit=MAX_MANIFEST_SIZE, drop=False)
+
+
 async def _read_body(response: httpx.Response) -> bytes:
     """A manifest body (at most 4 MiB), or the start of an error body (for its reason)."""
     if response.request.method == "HEAD":
@@ -551,24 +611,37 @@ async def _read_body(response: httpx.Response) -> bytes:
         await response.aread()
         return b""
     if response.status_code == 200:
-        length = response.headers.get("Content-Length", "")
-        if length.isdigit() and int(length) > MAX_MANIFEST_SIZE:
-            raise ProtocolError(f"manifest is larger than {MAX_MANIFEST_SIZE} bytes")
         return await read_capped(response, MAX_MANIFEST_SIZE, "manifest")
-    chunks: list[bytes] = []
-    async for chunk in response.aiter_bytes():
-        chunks.append(chunk)
-        if sum(map(len, chunks)) >= MAX_ERROR_BODY:
-            break
-    return b"".join(chunks)[:MAX_ERROR_BODY]
+    return await read_prefix(response, MAX_ERROR_BODY)
+
+
+def registered_digest(text: str) -> bool:
+    """Whether ``text`` is a digest in a registered algorithm, spelled as the spec says."""
+    algorithm, _, encoded = text.partition(":")
+    length = _REGISTERED_DIGESTS.get(algorithm)
+    return length == len(encoded) and _LOWER_HEX.fullmatch(encoded) is not None
 
 
 def _answered_digest(ref: Reference, response: httpx.Response, body: bytes | None) -> str | None:
     """The manifest's digest. For a digest pin, every digest the answer carries (the header,
-    the body's own hash) must be the pinned one; otherwise the header, else the body's hash."""
+    the body's own hash) must be the pinned one; otherwise the header, else the body's hash.
+
+    A ``Docker-Content-Digest`` counts only in a registered algorithm (issue #10, 7.4): as
+    the kubelet's containerd does. Its resolver checks the header of a tag's answer with
+    go-digest's ``Validate`` and fails the pull on an algorithm it does not know ("not a
+    valid digest"), so for a tag such a header is a ProtocolError: never ``md5:...`` reported
+    as the digest found, for a deployment to pin to. For a digest pin containerd does not
+    read the header at all (the pin names the content, whose hash it checks on fetch): here
+    such a header is set aside, and the body's own hash (``_ask_manifest`` GETs it) decides.
+    """
     header = response.headers.get("Docker-Content-Digest")
-    if header is not None and not _DIGEST_RE.match(header):
-        raise ProtocolError(f"{ref.api_host} sent an invalid Docker-Content-Digest {header!r}")
+    if header is not None and not registered_digest(header):
+        if ref.digest is None:
+            raise ProtocolError(
+                f"{ref.api_host} sent an invalid Docker-Content-Digest "
+                f"{printable(header, 80)!r}: not a sha256 or sha512 digest in lowercase hex"
+            )
+        header = None
     computed = _digest_of(body, ref.digest or header or "sha256:") if body is not None else None
     if ref.digest is None:
         return header or computed
@@ -598,17 +671,19 @@ def _content_length(response: httpx.Response, body: bytes | None) -> int | None:
 
 def _reason(response: httpx.Response, body: bytes) -> str:
     """A short reason from an OCI error body (``{"errors": [{"code", "message"}]}``), else
-    the HTTP reason phrase. HTML pages and other bodies are not echoed."""
+    the HTTP reason phrase. HTML pages and other bodies are not echoed; what is shown is
+    one printable line."""
     try:
-        data = json.loads(body) if body else None
-    except (ValueError, UnicodeDecodeError):
-        data = None
+        data = parse_json(body, "error body") if body else None
+    except ProtocolError:
+        data = None  # not JSON, or hostile JSON: no reason in it
     errors = data.get("errors") if isinstance(data, dict) else None
     if isinstance(errors, list) and errors and isinstance(errors[0], dict):
-        code = str(errors[0].get("code", ""))
-        message = str(errors[0].get("message", ""))
-        return f"{code}: {message}".strip(": ") or response.reason_phrase
-    return response.reason_phrase or "no reason given"
+        code, message = errors[0].get("code"), errors[0].get("message")
+        words = [w for w in (code, message) if isinstance(w, str) and w]
+        if words:
+            return printable(": ".join(words))
+    return printable(response.reason_phrase) or "no reason given"
 
 
 def _denied_message(ref: Reference, auth: RegistryAuth, status: int) -> str:

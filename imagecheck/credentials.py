@@ -5,22 +5,27 @@ for this repository?", with an ordered list of candidates (empty: go anonymous).
 compose through :class:`ChainKeychain`, whose order is the documented precedence.
 
 Everything is read and validated when a keychain is built, so a broken file is a one-line
-:class:`~imagecheck.errors.CredentialsError` before any request is sent.
+:class:`~imagecheck.errors.CredentialsError` before any request is sent. Credential helpers
+are the exception: they are asked on first need, once per registry, inside the deadline
+(:meth:`AsyncKeychain.aresolve`, see ``credhelper.py``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import json
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from imagecheck.credhelper import HelperAnswer, run_helper
+from imagecheck import bounded
+from imagecheck.credhelper import CredentialHelpers, HelperAnswer
 from imagecheck.errors import CredentialsError
+from imagecheck.files import MAX_CONFIG_FILE, read_regular_file, size_text
 from imagecheck.reference import Reference
+from imagecheck.retry import Deadline
 
 # Docker keeps Docker Hub credentials under this legacy v1 URL (docker/cli registry.IndexServer).
 DOCKER_HUB_CONFIG_KEY = "https://index.docker.io/v1/"
@@ -29,13 +34,28 @@ _HUB_HOSTS = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
 
 @dataclass(frozen=True, slots=True)
 class Credentials:
-    """Secrets for one registry. Secret fields never show in ``repr`` (and so in logs)."""
+    """Secrets for one registry. Secret fields never show in ``repr`` (and so in logs).
+
+    Every value must be sendable (:func:`secret_problem`, :func:`bearer_problem`): a
+    :class:`CredentialsError` naming the source, never the value, otherwise.
+    """
 
     username: str = ""
     password: str = field(default="", repr=False)
     identity_token: str = field(default="", repr=False)
     registry_token: str = field(default="", repr=False)
     source: str = ""  # where they came from, for messages: never secret
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("username", secret_problem(self.username)),
+            ("password", secret_problem(self.password)),
+            ("identitytoken", secret_problem(self.identity_token)),
+            ("registrytoken", bearer_problem(self.registry_token) if self.registry_token else None),
+        )
+        for name, problem in checks:
+            if problem is not None:
+                raise CredentialsError(f"{self.source or 'credentials'}: the {name} {problem}")
 
     @property
     def has_basic(self) -> bool:
@@ -46,10 +66,49 @@ class Credentials:
         return [s for s in (self.password, self.identity_token, self.registry_token) if s]
 
 
+def secret_problem(value: str) -> str | None:
+    """What makes ``value`` unusable as a secret, or ``None``: a control character (other than
+    tab), as a trailing newline from ``echo`` or a NUL. HTTP cannot carry it in a header
+    (h11 refuses it, quoting the value in its message), and no registry issued it."""
+    if any(_control(ch) and ch != "\t" for ch in value):
+        return "contains a control character (a trailing newline?)"
+    return None
+
+
+def bearer_problem(value: str) -> str | None:
+    """What makes ``value`` unusable as a bearer token, which goes into the ``Authorization``
+    header as it is (RFC 6750 section 2.1: no whitespace, no control characters), or ``None``."""
+    if any(_control(ch) or ch.isspace() for ch in value):
+        return "contains whitespace or a control character (a trailing newline?)"
+    return None
+
+
+def _control(ch: str) -> bool:
+    return unicodedata.category(ch) == "Cc"
+
+
 class Keychain(Protocol):
     """Answers which credentials to offer for a reference, most preferred first."""
 
     def resolve(self, reference: Reference) -> Sequence[Credentials]: ...
+
+
+@runtime_checkable
+class AsyncKeychain(Keychain, Protocol):
+    """A keychain that may have to run something to answer (a credential helper): the
+    checker asks it with ``aresolve``, on the event loop and inside the check's deadline."""
+
+    async def aresolve(self, reference: Reference, deadline: Deadline) -> Sequence[Credentials]: ...
+
+
+async def resolve_credentials(
+    keychain: Keychain, reference: Reference, deadline: Deadline
+) -> Sequence[Credentials]:
+    """``keychain``'s answer for ``reference``: asynchronously, within ``deadline``, when it
+    may run a helper; at once otherwise."""
+    if isinstance(keychain, AsyncKeychain):
+        return await keychain.aresolve(reference, deadline)
+    return keychain.resolve(reference)
 
 
 class AnonymousKeychain:
@@ -88,23 +147,12 @@ class ChainKeychain:
                 return found
         return ()
 
-
-@dataclass(frozen=True)
-class CachingKeychain:
-    """Remembers each answer, so a credential helper runs once per registry and repository.
-
-    The CLI resolves every reference through it *before* any request, so a broken helper or
-    secret is a usage error (exit 2) and helpers never block the event loop later.
-    """
-
-    keychain: Keychain
-    _seen: dict[tuple[str, str], Sequence[Credentials]] = field(default_factory=dict)
-
-    def resolve(self, reference: Reference) -> Sequence[Credentials]:
-        key = (reference.registry, reference.repository)
-        if key not in self._seen:
-            self._seen[key] = tuple(self.keychain.resolve(reference))
-        return self._seen[key]
+    async def aresolve(self, reference: Reference, deadline: Deadline) -> Sequence[Credentials]:
+        for keychain in self.keychains:
+            found = await resolve_credentials(keychain, reference, deadline)
+            if found:
+                return found
+        return ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,24 +256,17 @@ def _str_field(entry: dict[str, Any], name: str, where: str) -> str:
     return value
 
 
-def load_json_file(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path``, or a one-line :class:`CredentialsError` naming it."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise CredentialsError(f"cannot read {path}: {exc.strerror or exc}") from None
+def load_json_file(path: Path, what: str = "credentials file") -> dict[str, Any]:
+    """A JSON object from the regular file at ``path`` (at most 1 MiB), or a one-line
+    :class:`CredentialsError` naming it and ``what`` it is."""
+    raw = read_regular_file(path, limit=MAX_CONFIG_FILE, what=what, error=CredentialsError)
     return parse_json_object(raw, str(path))
 
 
 def parse_json_object(text: str | bytes, where: str) -> dict[str, Any]:
-    """A JSON object from ``text``, or a one-line :class:`CredentialsError` naming ``where``."""
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CredentialsError(f"{where}: invalid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise CredentialsError(f"{where}: expected a JSON object")
-    return data
+    """A JSON object from ``text``, or a one-line :class:`CredentialsError` naming ``where``
+    (also for 60,000-deep nesting or a 5,000-digit number: never a traceback)."""
+    return bounded.parse_json_object(text, where, error=CredentialsError)
 
 
 @dataclass(frozen=True)
@@ -241,14 +282,26 @@ class AuthsKeychain:
     creds_store: str = ""
     cred_helpers: Mapping[str, str] = field(default_factory=dict)
     where: str = ""
+    # Shared by every keychain of a run, so that each helper is asked once per registry.
+    helpers: CredentialHelpers = field(default_factory=CredentialHelpers, compare=False)
 
     def resolve(self, reference: Reference) -> Sequence[Credentials]:
         helper = self._helper_for(reference)
         if helper:
-            server = DOCKER_HUB_CONFIG_KEY if reference.is_docker_hub else reference.registry
-            answer = run_helper(helper, server)
+            answer = self.helpers.get_sync(helper, _server_url(reference))
             if answer is not None:
                 return (_from_helper(answer),)
+        return self._inline(reference)
+
+    async def aresolve(self, reference: Reference, deadline: Deadline) -> Sequence[Credentials]:
+        helper = self._helper_for(reference)
+        if helper:
+            answer = await self.helpers.get(helper, _server_url(reference), deadline)
+            if answer is not None:
+                return (_from_helper(answer),)
+        return self._inline(reference)
+
+    def _inline(self, reference: Reference) -> Sequence[Credentials]:
         best: tuple[int, Credentials] | None = None
         for key, creds in self.entries:
             fit = namespace_match(key, reference)
@@ -267,7 +320,13 @@ class AuthsKeychain:
         return cls.from_config({"auths": auths}, where=where)
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], *, where: str) -> AuthsKeychain:
+    def from_config(
+        cls,
+        config: Mapping[str, Any],
+        *,
+        where: str,
+        helpers: CredentialHelpers | None = None,
+    ) -> AuthsKeychain:
         auths = config.get("auths")
         if auths is None:
             auths = {}
@@ -280,20 +339,33 @@ class AuthsKeychain:
         # An exact key wins over its URL spellings: sort bare hosts first, stably.
         entries.sort(key=lambda item: "://" in item[0])
         store = config.get("credsStore") or ""
-        helpers = config.get("credHelpers") or {}
+        cred_helpers = config.get("credHelpers") or {}
         if not isinstance(store, str):
             raise CredentialsError(f"{where}: 'credsStore' must be a string")
-        if not isinstance(helpers, dict) or not all(isinstance(v, str) for v in helpers.values()):
+        if not isinstance(cred_helpers, dict) or not all(
+            isinstance(v, str) for v in cred_helpers.values()
+        ):
             raise CredentialsError(f"{where}: 'credHelpers' must map registries to helper names")
-        return cls(tuple(entries), store, dict(helpers), where)
+        return cls(tuple(entries), store, dict(cred_helpers), where, helpers or CredentialHelpers())
 
     @classmethod
-    def from_file(cls, path: Path) -> AuthsKeychain:
-        return cls.from_config(load_json_file(path), where=str(path))
+    def from_file(
+        cls, path: Path, *, what: str = "docker config", helpers: CredentialHelpers | None = None
+    ) -> AuthsKeychain:
+        return cls.from_config(load_json_file(path, what), where=str(path), helpers=helpers)
 
     @classmethod
-    def from_json_text(cls, text: str, *, where: str) -> AuthsKeychain:
-        return cls.from_config(parse_json_object(text, where), where=where)
+    def from_json_text(
+        cls, text: str, *, where: str, helpers: CredentialHelpers | None = None
+    ) -> AuthsKeychain:
+        if len(text) > MAX_CONFIG_FILE:
+            raise CredentialsError(f"{where}: larger than {size_text(MAX_CONFIG_FILE)}")
+        return cls.from_config(parse_json_object(text, where), where=where, helpers=helpers)
+
+
+def _server_url(reference: Reference) -> str:
+    """What a helper is asked for: Docker Hub by its legacy key, as docker/cli does."""
+    return DOCKER_HUB_CONFIG_KEY if reference.is_docker_hub else reference.registry
 
 
 def _from_helper(answer: HelperAnswer) -> Credentials:

@@ -5,19 +5,36 @@ it prints ``{"ServerURL": ..., "Username": ..., "Secret": ...}``, or exits non-z
 ``credentials not found in native keychain`` when it has nothing for that server. A
 ``Username`` of ``<token>`` means the secret is an identity (refresh) token, as
 ``docker-credential-ecr-login``, ``-gcr`` and ``-acr-env`` may answer.
+
+A run asks each helper once per server URL (:class:`CredentialHelpers`), on first need,
+inside the run's deadline: the checks of different registries ask concurrently, the checks of
+one registry share one answer, and a helper still running at the deadline is killed with
+everything it started (issue #10: a 2 s helper over 15 repositories once took 30 s, before
+the deadline even began).
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
+import contextlib
+import os
+import selectors
 import shutil
+import signal
 import subprocess
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from imagecheck.errors import CredentialsError
+from imagecheck.bounded import MAX_ERROR_BODY, MAX_HELPER_OUTPUT, parse_json, printable
+from imagecheck.errors import CredentialsError, DeadlineExceeded
+from imagecheck.retry import Deadline
 
 HELPER_PREFIX = "docker-credential-"
 DEFAULT_HELPER_TIMEOUT = 10.0
+# A helper's answer is a small JSON object; its error output a line or two.
+# Distinct (helper, server) answers kept: a webhook meets registries named by others.
+MAX_REMEMBERED = 1024
 _NOT_FOUND = "credentials not found"
 # Helpers' error text is shown to help a person; never more than this of it.
 _MAX_SHOWN = 200
@@ -46,44 +63,182 @@ def run_helper(
     """Ask helper ``name`` for ``server_url``'s credentials; ``None`` when it has none.
 
     Raises :class:`CredentialsError` naming the helper when it is missing, fails, hangs past
-    ``timeout`` or prints something that is not its JSON answer. The answer's text is never
-    echoed (it may hold the secret); only the helper's error output, briefly.
+    ``timeout`` or prints something that is not its JSON answer. Its standard output is never
+    echoed (it may hold the secret); only its exit status and error output, briefly.
     """
     exe = helper_executable(name)
     path = shutil.which(exe)
     if path is None:
         raise CredentialsError(f"credential helper {exe} is not on PATH")
     try:
-        proc = subprocess.run(  # noqa: S603 - the helper is named by the user's config
-            [path, "get"],
-            input=server_url,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        proc = _run_capped([path, "get"], server_url, timeout, exe)
     except subprocess.TimeoutExpired:
         raise CredentialsError(
             f"credential helper {exe} did not answer within {timeout:g}s"
         ) from None
     except OSError as exc:
         raise CredentialsError(f"credential helper {exe} could not run: {exc.strerror}") from None
-    if proc.returncode != 0:
-        said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        first = said[0][:_MAX_SHOWN] if said else ""
-        if _NOT_FOUND in (proc.stdout + proc.stderr).lower():
-            return None
-        raise CredentialsError(
-            f"credential helper {exe} failed (exit {proc.returncode})"
-            + (f": {first}" if first else "")
+    return _answer(exe, proc.returncode, proc.stdout, proc.stderr)
+
+
+async def ask_helper(name: str, server_url: str, *, timeout: float) -> HelperAnswer | None:
+    """:func:`run_helper` for the event loop: the helper runs as an asyncio subprocess in a
+    session of its own, its output is capped at ``MAX_HELPER_OUTPUT``, and when ``timeout``
+    passes or the caller is cancelled (the deadline), the helper and every process it started
+    are killed. Raises ``TimeoutError`` at ``timeout``; the caller says what that means."""
+    exe = helper_executable(name)
+    path = shutil.which(exe)
+    if path is None:
+        raise CredentialsError(f"credential helper {exe} is not on PATH")
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            path,
+            "get",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # its own process group: killed with what it starts
         )
-    return _parse_answer(proc.stdout, exe)
+    except OSError as exc:
+        raise CredentialsError(f"credential helper {exe} could not run: {exc.strerror}") from None
+    try:
+        async with asyncio.timeout(timeout):
+            stdout, stderr, _ = await asyncio.gather(
+                _read_capped(proc.stdout, exe),
+                _read_capped(proc.stderr, exe),
+                _send(proc.stdin, server_url),
+            )
+            code = await proc.wait()
+    except BaseException:  # timed out, cancelled at the deadline, or printed too much
+        await _kill(proc)
+        raise
+    return _answer(exe, code, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
+
+
+async def _send(stdin: asyncio.StreamWriter | None, text: str) -> None:
+    assert stdin is not None
+    with contextlib.suppress(ConnectionError):  # a helper may exit without reading it
+        stdin.write(text.encode())
+        await stdin.drain()
+        stdin.close()
+        await stdin.wait_closed()
+
+
+async def _read_capped(stream: asyncio.StreamReader | None, exe: str) -> bytes:
+    assert stream is not None
+    data = await stream.read(MAX_HELPER_OUTPUT + 1)
+    chunks = [data]
+    size = len(data)
+    while data and size <= MAX_HELPER_OUTPUT:
+        data = await stream.read(MAX_HELPER_OUTPUT + 1 - size)
+        chunks.append(data)
+        size += len(data)
+    if size > MAX_HELPER_OUTPUT:
+        raise CredentialsError(
+            f"credential helper {exe} printed more than {MAX_HELPER_OUTPUT // 1024} KiB"
+        )
+    return b"".join(chunks)
+
+
+async def _kill(proc: asyncio.subprocess.Process) -> None:
+    """Kill the helper's process group (the helper, and what it started that is still
+    there, even if the helper itself has exited) and reap the helper."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    with contextlib.suppress(TimeoutError):  # a process we may not kill is not waited for
+        async with asyncio.timeout(1.0):
+            await proc.wait()
+
+
+def _answer(exe: str, returncode: int, stdout: str, stderr: str) -> HelperAnswer | None:
+    """What a helper that ran to its end said: credentials, ``None`` (not found), or a
+    :class:`CredentialsError` naming it."""
+    if returncode != 0:
+        if _NOT_FOUND in (stdout + stderr).lower():
+            return None
+        # Its exit status and the first line of stderr; never stdout, which may hold the
+        # Secret (a helper that prints its answer and then fails).
+        said = stderr.strip().splitlines()
+        first = printable(said[0], _MAX_SHOWN) if said else ""
+        raise CredentialsError(
+            f"credential helper {exe} failed (exit {returncode})" + (f": {first}" if first else "")
+        )
+    return _parse_answer(stdout, exe)
+
+
+def _run_capped(
+    argv: list[str], stdin: str, timeout: float, exe: str
+) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout)``
+    that never holds more than a helper's answer can be: stdout over ``MAX_HELPER_OUTPUT``
+    bytes kills the helper (a CredentialsError); of stderr only the start is kept (read on,
+    so the helper does not block on a full pipe). Text is UTF-8, invalid bytes replaced, as
+    Go's JSON decoder in docker/cli reads it. Raises ``subprocess.TimeoutExpired`` and
+    ``OSError`` as ``subprocess.run`` does."""
+    deadline = time.monotonic() + timeout
+    proc = subprocess.Popen(  # noqa: S603 - the helper is named by the user's config
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        out, err = _collect(proc, stdin.encode(), deadline, exe)
+        proc.wait(max(0.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    return subprocess.CompletedProcess(
+        argv,
+        proc.returncode,
+        out.decode("utf-8", errors="replace"),
+        err.decode("utf-8", errors="replace"),
+    )
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], stdin: bytes, deadline: float, exe: str
+) -> tuple[bytes, bytes]:
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    try:
+        proc.stdin.write(stdin)  # a server URL: far less than a pipe holds
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # the helper did not read it; its answer will say so
+    out, err = bytearray(), bytearray()
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ, out)
+        selector.register(proc.stderr, selectors.EVENT_READ, err)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise subprocess.TimeoutExpired(proc.args, 0)
+            for key, _ in selector.select(remaining):
+                data = os.read(key.fd, 65536)
+                if not data:
+                    selector.unregister(key.fileobj)
+                elif key.data is out:
+                    out += data
+                    if len(out) > MAX_HELPER_OUTPUT:
+                        raise CredentialsError(
+                            f"credential helper {exe} printed more than "
+                            f"{MAX_HELPER_OUTPUT // 1024} KiB"
+                        )
+                else:
+                    err += data[: max(0, MAX_ERROR_BODY - len(err))]
+    return bytes(out), bytes(err)
 
 
 def _parse_answer(stdout: str, exe: str) -> HelperAnswer:
     try:
-        data = json.loads(stdout)
-    except json.JSONDecodeError:
+        data = parse_json(stdout, "answer", error=CredentialsError)
+    except CredentialsError:
+        # Never its text, which may hold the secret; nor where it broke.
         raise CredentialsError(
             f"credential helper {exe} printed something that is not JSON"
         ) from None
@@ -93,3 +248,83 @@ def _parse_answer(stdout: str, exe: str) -> HelperAnswer:
     if not isinstance(username, str) or not isinstance(secret, str) or not secret:
         raise CredentialsError(f"credential helper {exe} answered without Username/Secret strings")
     return HelperAnswer(username, secret, exe)
+
+
+_Key = tuple[str, str]
+
+
+class CredentialHelpers:
+    """The answers of credential helpers for one run: each helper is asked once per server
+    URL, and its answer (``None`` and failures included) is what every later check of that
+    registry gets. Asks of one server that overlap share one process; asks of different
+    servers run concurrently.
+
+    A helper gets ``timeout`` seconds, or what is left of the asking check's deadline when
+    that is less; cut short by the deadline it is killed, and the next check (a later
+    ``--wait`` round, another review) may ask again.
+    """
+
+    def __init__(
+        self, *, timeout: float = DEFAULT_HELPER_TIMEOUT, max_remembered: int = MAX_REMEMBERED
+    ) -> None:
+        self.timeout = timeout
+        self._max = max_remembered
+        self._done: OrderedDict[_Key, HelperAnswer | CredentialsError | None] = OrderedDict()
+        self._inflight: dict[_Key, asyncio.Task[HelperAnswer | None]] = {}
+
+    async def get(self, name: str, server_url: str, deadline: Deadline) -> HelperAnswer | None:
+        key = (name, server_url)
+        if key in self._done:
+            return self._recall(key)
+        task = self._inflight.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._ask(name, server_url, deadline))
+            self._inflight[key] = task
+            task.add_done_callback(lambda _: self._inflight.pop(key, None))
+        # shield: a check cancelled at its deadline must not kill the answer others await;
+        # the helper's own timeout (at most that deadline) ends it.
+        return await asyncio.shield(task)
+
+    def get_sync(self, name: str, server_url: str) -> HelperAnswer | None:
+        """The same answers for a caller outside the event loop (``Keychain.resolve``)."""
+        key = (name, server_url)
+        if key not in self._done:
+            try:
+                self._remember(key, run_helper(name, server_url, timeout=self.timeout))
+            except CredentialsError as exc:
+                self._remember(key, exc)
+        return self._recall(key)
+
+    async def _ask(self, name: str, server_url: str, deadline: Deadline) -> HelperAnswer | None:
+        key = (name, server_url)
+        left = deadline.remaining()
+        timeout = min(self.timeout, left)
+        exe = helper_executable(name)
+        if left <= 0:
+            raise DeadlineExceeded(f"credential helper {exe} not asked: the deadline has passed")
+        try:
+            answer = await ask_helper(name, server_url, timeout=timeout)
+        except TimeoutError:
+            if timeout < self.timeout:  # not remembered: the next deadline may be longer
+                raise DeadlineExceeded(
+                    f"credential helper {exe} did not answer before the deadline ({left:.1f}s left)"
+                ) from None
+            error = CredentialsError(f"credential helper {exe} did not answer within {timeout:g}s")
+            self._remember(key, error)
+            raise error from None
+        except CredentialsError as exc:
+            self._remember(key, exc)
+            raise
+        self._remember(key, answer)
+        return answer
+
+    def _remember(self, key: _Key, outcome: HelperAnswer | CredentialsError | None) -> None:
+        self._done[key] = outcome
+        while len(self._done) > self._max:
+            self._done.popitem(last=False)
+
+    def _recall(self, key: _Key) -> HelperAnswer | None:
+        outcome = self._done[key]
+        if isinstance(outcome, CredentialsError):
+            raise CredentialsError(str(outcome))
+        return outcome

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 import ssl
 from collections.abc import Mapping
@@ -24,11 +23,15 @@ from typing import Any
 
 import httpx
 
+from imagecheck.bounded import parse_json_object, read_capped_sync
 from imagecheck.errors import CredentialsError, RegistryError, UsageError
+from imagecheck.files import MAX_CA_FILE, read_regular_file
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # The API answers a pod or a secret in a few KiB; refuse to hold much more.
 MAX_OBJECT_SIZE = 1024 * 1024
+# The service-account token (a JWT) and namespace are small; the CA file is a few KiB.
+MAX_MOUNTED_FILE = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -60,11 +63,13 @@ class InCluster:
         return cls(f"https://{host}:{port}", token, sa_dir / "ca.crt", namespace, pod_name)
 
 
-def _read(path: Path, what: str) -> str:
+def _read(path: Path, what: str, limit: int = MAX_MOUNTED_FILE) -> str:
+    """A file the kubelet mounted: a regular file (behind ``..data`` symlinks), capped."""
+    raw = read_regular_file(path, limit=limit, what=f"--from-pod's {what}", error=UsageError)
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--from-pod: cannot read the {what} at {path}: {exc.strerror}") from None
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"--from-pod: the {what} at {path} is not UTF-8 text") from None
 
 
 @dataclass(frozen=True)
@@ -79,8 +84,10 @@ class KubeClient:
     def __init__(self, cluster: InCluster, *, timeout: float = 10.0) -> None:
         self.cluster = cluster
         try:
-            verify = ssl.create_default_context(cafile=str(cluster.ca_file))
-        except (OSError, ssl.SSLError) as exc:
+            verify = ssl.create_default_context(
+                cadata=_read(cluster.ca_file, "cluster CA", MAX_CA_FILE)
+            )
+        except (ValueError, ssl.SSLError) as exc:
             raise UsageError(
                 f"--from-pod: cannot load the cluster CA {cluster.ca_file}: {exc}"
             ) from None
@@ -88,7 +95,11 @@ class KubeClient:
             base_url=cluster.api_url,
             verify=verify,
             timeout=timeout,
-            headers={"Authorization": f"Bearer {cluster.token}", "Accept": "application/json"},
+            headers={
+                "Authorization": f"Bearer {cluster.token}",
+                "Accept": "application/json",
+                "Accept-Encoding": "identity",
+            },
             trust_env=False,  # in-cluster traffic goes straight to the service address
         )
 
@@ -102,13 +113,18 @@ class KubeClient:
         self.close()
 
     def get(self, path: str, what: str) -> dict[str, Any]:
+        """The object at ``path``. The API server is remote, so what it answers is bounded
+        and any other shape is a RegistryError (exit 4, like a registry's), never a
+        traceback. Only a 200's body is read: the others' say nothing we show."""
         try:
             with self._client.stream("GET", path) as response:
-                body = b""
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > MAX_OBJECT_SIZE:
-                        raise RegistryError(f"Kubernetes API: {what} is larger than 1 MiB")
+                body = (
+                    read_capped_sync(
+                        response, MAX_OBJECT_SIZE, f"Kubernetes API: {what}", error=RegistryError
+                    )
+                    if response.status_code == 200
+                    else b""
+                )
         except httpx.HTTPError as exc:
             raise RegistryError(
                 f"cannot reach the Kubernetes API at {self.cluster.api_url}: {exc}"
@@ -125,13 +141,7 @@ class KubeClient:
                 f"Kubernetes API answered HTTP {response.status_code} for {what}",
                 status_code=response.status_code,
             )
-        try:
-            data = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise RegistryError(f"Kubernetes API answered {what} with something not JSON") from None
-        if not isinstance(data, dict):
-            raise RegistryError(f"Kubernetes API answered {what} with JSON that is not an object")
-        return data
+        return parse_json_object(body, f"Kubernetes API: {what}", error=RegistryError)
 
     def pod_images(self, skip_container: str) -> PodImages:
         ns, name = self.cluster.namespace, self.cluster.pod_name
@@ -160,11 +170,16 @@ class KubeClient:
 
 def images_of(pod: Mapping[str, Any], skip_container: str) -> PodImages:
     """Every container's and init container's image but ``skip_container``'s, in spec
-    order, each once; and the names of the pod's ``imagePullSecrets``."""
-    spec = pod.get("spec") or {}
+    order, each once; and the names of the pod's ``imagePullSecrets``. A field of another
+    shape than the API's is a RegistryError."""
+    spec = pod.get("spec")
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, dict):
+        raise RegistryError("Kubernetes API: the pod's spec is not an object")
     images: list[str] = []
     for kind in ("initContainers", "containers", "ephemeralContainers"):
-        for container in spec.get(kind) or []:
+        for container in _list(spec, kind):
             if not isinstance(container, dict) or container.get("name") == skip_container:
                 continue
             image = container.get("image")
@@ -172,7 +187,16 @@ def images_of(pod: Mapping[str, Any], skip_container: str) -> PodImages:
                 images.append(image)
     secrets = [
         s["name"]
-        for s in spec.get("imagePullSecrets") or []
+        for s in _list(spec, "imagePullSecrets")
         if isinstance(s, dict) and isinstance(s.get("name"), str)
     ]
     return PodImages(images, secrets)
+
+
+def _list(spec: Mapping[str, Any], name: str) -> list[Any]:
+    value = spec.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RegistryError(f"Kubernetes API: the pod's spec.{name} is not a list")
+    return value

@@ -10,13 +10,13 @@ Normalization follows containerd's ``platforms.Normalize``: ``x86_64`` is ``amd6
 
 from __future__ import annotations
 
-import json
 import platform as _host
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from imagecheck.bounded import parse_json_object
 from imagecheck.errors import ProtocolError, UsageError
 
 _ARCH_ALIASES = {
@@ -78,26 +78,48 @@ def host_platform() -> Platform:
     return Platform(os_name, _host.machine() or "unknown").normalized()
 
 
+# Every document here comes from a registry: a shape other than the spec's is a
+# ProtocolError (exit 4, or a pass with --on-error pass), never a TypeError (issue #10).
+
+
 def _load(body: bytes, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ProtocolError(f"{what} is not JSON") from None
-    if not isinstance(data, dict):
-        raise ProtocolError(f"{what} is not a JSON object")
-    return data
+    return parse_json_object(body, what)
+
+
+def _field(data: dict[str, Any], name: str, what: str) -> str:
+    """A string field that may be absent (then ``""``), never another type."""
+    value = data.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ProtocolError(f"{what}: {name!r} is not a string")
+    return value
+
+
+def _platform_of(spec: dict[str, Any], what: str) -> Platform:
+    return Platform(
+        _field(spec, "os", what), _field(spec, "architecture", what), _field(spec, "variant", what)
+    )
 
 
 def index_platforms(body: bytes) -> list[Platform]:
-    """The platforms an index offers, attestation entries (``unknown/unknown``) left out."""
+    """The platforms an index offers, attestation entries (``unknown/unknown``) left out.
+    An entry without ``platform`` offers none (the spec makes it optional)."""
+    manifests = _load(body, "index").get("manifests")
+    if manifests is None:
+        return []
+    if not isinstance(manifests, list):
+        raise ProtocolError("index: 'manifests' is not a list")
     found = []
-    for entry in _load(body, "index").get("manifests") or []:
-        spec = entry.get("platform") if isinstance(entry, dict) else None
-        if not isinstance(spec, dict):
+    for entry in manifests:
+        if not isinstance(entry, dict):
+            raise ProtocolError("index: an entry of 'manifests' is not an object")
+        spec = entry.get("platform")
+        if spec is None:
             continue
-        offered = Platform(
-            str(spec.get("os", "")), str(spec.get("architecture", "")), str(spec.get("variant", ""))
-        )
+        if not isinstance(spec, dict):
+            raise ProtocolError("index: a 'platform' is not an object")
+        offered = _platform_of(spec, "index platform")
         if offered.os and offered.os != "unknown":
             found.append(offered)
     return found
@@ -108,7 +130,7 @@ def schema1_platform(body: bytes) -> Platform | None:
     data = _load(body, "manifest")
     if data.get("schemaVersion") != 1:
         return None
-    return Platform("linux", str(data.get("architecture", "")))
+    return Platform("linux", _field(data, "architecture", "manifest"))
 
 
 def config_digest(body: bytes) -> str:
@@ -121,10 +143,7 @@ def config_digest(body: bytes) -> str:
 
 
 def config_platform(body: bytes) -> Platform:
-    data = _load(body, "image config")
-    return Platform(
-        str(data.get("os", "")), str(data.get("architecture", "")), str(data.get("variant", ""))
-    )
+    return _platform_of(_load(body, "image config"), "image config")
 
 
 def describe(platforms: Sequence[Platform]) -> str:

@@ -82,16 +82,16 @@ class PullSecretKeychain:
 
 
 def _read_secret(path: Path) -> list[tuple[RegistryKey, Credentials]]:
+    """A mounted secret: its directory (the usual ``..data`` symlinks are followed) or the
+    file itself; a regular file of at most 1 MiB, never a FIFO or a device."""
     if path.is_dir():
         for name in (DOCKERCONFIGJSON, DOCKERCFG):
-            if (path / name).is_file():
+            if (path / name).exists():
                 return _read_secret(path / name)
         raise CredentialsError(
             f"pull secret {path}: holds neither {DOCKERCONFIGJSON} nor {DOCKERCFG}"
         )
-    if not path.exists():
-        raise CredentialsError(f"pull secret {path} does not exist")
-    return _entries(load_json_file(path), f"pull secret {path}")
+    return _entries(load_json_file(path, "pull secret"), f"pull secret {path}")
 
 
 def _entries(data: dict[str, Any], where: str) -> list[tuple[RegistryKey, Credentials]]:

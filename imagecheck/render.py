@@ -1,12 +1,20 @@
 """Turning results into what people and machines read: text lines, JSON, and the one-line
-summary Kubernetes shows as a pod's termination message. Pure: returns strings."""
+summary Kubernetes shows as a pod's termination message. Pure: returns strings.
+
+A message may carry text from elsewhere (a registry's error, a file's content). Its source
+makes it printable (``bounded.printable``); the text renderers do so again, so that no line
+of output is ever forged by a newline or an ANSI escape. JSON needs no such help:
+``json.dumps`` escapes every control character, and keeps the message as it was.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from imagecheck.bounded import printable
 from imagecheck.result import CheckResult, Status
 
 if TYPE_CHECKING:  # scanning needs PyYAML: not loaded by `check` (an initContainer's start-up)
@@ -24,12 +32,17 @@ def shown(result: CheckResult) -> str:
     return result.image if plain else repr(result.image)
 
 
+def _line(text: str) -> str:
+    """``text`` with control characters replaced; not cut (the source capped what it took)."""
+    return printable(text, sys.maxsize)
+
+
 def render_text(results: Sequence[CheckResult]) -> str:
     """One line per image: status, normalized reference, digest (found) or reason."""
     width = max((len(shown(r)) for r in results), default=0)
     lines = []
     for r in results:
-        detail = r.digest if r.status is Status.FOUND and r.digest else r.message
+        detail = r.digest if r.status is Status.FOUND and r.digest else _line(r.message)
         lines.append(f"{r.status.value:<8} {shown(r):<{width}}  {detail}".rstrip())
     return "\n".join(lines)
 
@@ -42,7 +55,7 @@ def termination_summary(results: Sequence[CheckResult], limit: int = TERMINATION
     """``imagecheck: missing X (reason); denied Y (reason)``: every image that was not found,
     on one line, cut to ``limit`` bytes of UTF-8 (with a count of what was left out)."""
     bad = [r for r in results if r.status is not Status.FOUND]
-    parts = [f"{r.status.value} {shown(r)} ({r.message})" for r in bad]
+    parts = [f"{r.status.value} {shown(r)} ({_line(r.message)})" for r in bad]
     line = "imagecheck: " + "; ".join(parts)
     encoded = line.encode()
     if len(encoded) <= limit:
@@ -59,7 +72,7 @@ def _where(occurrence: Occurrence) -> str:
     what = "/".join(parts)
     if occurrence.container and occurrence.container != occurrence.name:
         what += f", container {occurrence.container}"
-    return f"{occurrence.file}:{occurrence.line}" + (f" ({what})" if what else "")
+    return _line(f"{occurrence.file}:{occurrence.line}" + (f" ({what})" if what else ""))
 
 
 def render_scan_text(
@@ -68,7 +81,10 @@ def render_scan_text(
     problems: Sequence[FileProblem],
 ) -> str:
     """Grouped by status, worst first; each image once, with every place it is used."""
-    lines = [f"error    {p.file}{f':{p.line}' if p.line else ''}  {p.message}" for p in problems]
+    lines = [
+        f"error    {_line(p.file)}{f':{p.line}' if p.line else ''}  {_line(p.message)}"
+        for p in problems
+    ]
     places: dict[str, list[Occurrence]] = {}
     for o in occurrences:
         if not o.skipped:
@@ -82,13 +98,15 @@ def render_scan_text(
             lines.append(f"{status.value} ({len(images)})")
         for image in images:
             r = results[image]
-            detail = r.digest if status is Status.FOUND and r.digest else r.message
+            detail = r.digest if status is Status.FOUND and r.digest else _line(r.message)
             lines.append(f"  {shown(r)}  {detail}".rstrip())
             lines.extend(f"    {_where(o)}" for o in places[image])
     skipped = [o for o in occurrences if o.skipped]
     if skipped:
         lines.append(f"skipped ({len(skipped)})")
-        lines.extend(f"  {o.image}  {o.skipped}\n    {_where(o)}" for o in skipped)
+        lines.extend(
+            f"  {_line(o.image)}  {_line(o.skipped or '')}\n    {_where(o)}" for o in skipped
+        )
     return "\n".join(lines)
 
 
@@ -149,6 +167,6 @@ def render_scan_github(
         r = results[o.image]
         if r.status is Status.FOUND:
             continue
-        message = _github_escape(f"{r.status.value}: {shown(r)}: {r.message}")
+        message = _github_escape(f"{r.status.value}: {shown(r)}: {_line(r.message)}")
         lines.append(f"::error {props},title=image {r.status.value}::{message}")
     return "\n".join(lines)

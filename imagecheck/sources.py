@@ -26,6 +26,7 @@ from imagecheck.credentials import (
     Keychain,
     StaticKeychain,
 )
+from imagecheck.credhelper import CredentialHelpers
 from imagecheck.errors import CredentialsError
 from imagecheck.pullsecrets import PullSecretKeychain, pull_secret_paths
 
@@ -65,6 +66,7 @@ def default_keychain(
     one-line :class:`CredentialsError` before any request. An explicitly named file that does
     not exist is an error; a default location that does not exist is simply skipped."""
     env = dict(os.environ) if env is None else env
+    helpers = CredentialHelpers()  # one per run: each helper asked once per registry
     chain: list[Keychain] = []
     if static is not None:
         hosts = list(static_registries)
@@ -76,17 +78,21 @@ def default_keychain(
         chain.append(PullSecretKeychain.from_paths(secrets, pod_pull_secrets))
     if env.get("DOCKER_AUTH_CONFIG"):
         chain.append(
-            AuthsKeychain.from_json_text(env["DOCKER_AUTH_CONFIG"], where="DOCKER_AUTH_CONFIG")
+            AuthsKeychain.from_json_text(
+                env["DOCKER_AUTH_CONFIG"], where="DOCKER_AUTH_CONFIG", helpers=helpers
+            )
         )
     path = docker_config_path(docker_config, env)
+    # exists() follows symlinks and never opens: a FIFO or device here is refused by the
+    # reader (regular files only), not waited on.
     if docker_config and not path.exists():
         raise CredentialsError(f"docker config {path} does not exist")
     if path.exists():
-        chain.append(AuthsKeychain.from_file(path))
+        chain.append(AuthsKeychain.from_file(path, what="docker config", helpers=helpers))
     auth_json = auth_json_path(env)
     if auth_json is not None and (auth_json.exists() or env.get("REGISTRY_AUTH_FILE")):
         if not auth_json.exists():
             raise CredentialsError(f"REGISTRY_AUTH_FILE {auth_json} does not exist")
-        chain.append(AuthsKeychain.from_file(auth_json))
+        chain.append(AuthsKeychain.from_file(auth_json, what="auth.json", helpers=helpers))
     chain.append(AnonymousKeychain())
     return ChainKeychain(tuple(chain))

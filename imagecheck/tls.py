@@ -13,6 +13,7 @@ from pathlib import Path
 import certifi
 
 from imagecheck.errors import UsageError
+from imagecheck.files import MAX_CA_FILE, read_regular_file
 
 _HASHED_CERT_RE = re.compile(r"^[0-9a-f]{8}\.[0-9]+$")
 
@@ -39,13 +40,19 @@ def verifying_context(ca_files: Sequence[Path] = ()) -> ssl.SSLContext:
     ``load_system_trust`` adds the rest when a connection first needs it."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # hostname check and CERT_REQUIRED on
     for path in ca_files:
+        # Read through the one safe reader: a FIFO or /dev/zero as --ca-file must not block
+        # or fill memory (issue #10); OpenSSL then parses the PEM text.
+        data = read_regular_file(path, limit=MAX_CA_FILE, what="CA file", error=UsageError)
         try:
-            ctx.load_verify_locations(cafile=str(path))
-        except (OSError, ssl.SSLError) as exc:
-            raise UsageError(f"cannot load CA file {path}: {exc}") from None
+            ctx.load_verify_locations(cadata=data.decode("ascii"))
+        except (UnicodeDecodeError, ValueError, ssl.SSLError) as exc:
+            reason = "not PEM text" if isinstance(exc, UnicodeDecodeError) else exc
+            raise UsageError(f"cannot load CA file {path}: {reason}") from None
     env_file = os.environ.get("SSL_CERT_FILE")
     if env_file and not os.path.exists(env_file):
         raise UsageError(f"SSL_CERT_FILE {env_file} does not exist")
+    if env_file and not os.path.isfile(env_file):  # OpenSSL would block on a FIFO
+        raise UsageError(f"SSL_CERT_FILE {env_file} is not a regular file")
     return ctx
 
 

@@ -1,5 +1,10 @@
 """httpx's exceptions, classified once into imagecheck's error tree (``errors.py``): what is
-temporary (connection trouble, timeouts) and what is not (an untrusted certificate)."""
+temporary (connection trouble, timeouts) and what is not (an untrusted certificate).
+
+A library's exception text is never trusted in a message: h11 quotes the header value it
+refuses (``Illegal header value b'Bearer <token>'``), and a server's bytes can reach others.
+So a request that could not be *sent* says so without the text, and other texts are made
+printable (``bounded.printable``)."""
 
 from __future__ import annotations
 
@@ -7,7 +12,12 @@ import ssl
 
 import httpx
 
+from imagecheck.bounded import printable
 from imagecheck.errors import CertificateError, ProtocolError, TransientError
+
+# httpx's RemoteProtocolError for a Location header that is not a URL: the registry's fault,
+# not the connection's, so not worth a retry.
+_INVALID_LOCATION = "Invalid URL in location header"
 
 
 class transport_errors:
@@ -26,13 +36,21 @@ class transport_errors:
         cert = _certificate_problem(exc)
         if cert is not None:
             raise CertificateError(
-                f"TLS certificate of {self.host} is not trusted ({cert}); "
+                f"TLS certificate of {self.host} is not trusted ({printable(cert)}); "
                 "pass --ca-file with the CA that signed it"
             ) from None
         if isinstance(exc, httpx.TimeoutException):
             raise TransientError(f"timed out talking to {self.host}") from None
         if isinstance(exc, httpx.TooManyRedirects):
             raise ProtocolError(f"{self.host}: too many redirects") from None
+        if isinstance(exc, httpx.LocalProtocolError):
+            # Our side broke HTTP (a header h11 refuses): no retry mends it; never its text.
+            raise ProtocolError(f"could not send a valid HTTP request to {self.host}") from None
+        if isinstance(exc, httpx.UnsupportedProtocol):
+            # A redirect to file:// or ftp:// (netguard refuses those first).
+            raise ProtocolError(f"{self.host}: refusing a non-http(s) URL") from None
+        if _INVALID_LOCATION in str(exc):
+            raise ProtocolError(f"{self.host} redirected to an invalid URL") from None
         if isinstance(exc, httpx.TransportError):
             raise TransientError(f"cannot talk to {self.host}: {_describe(exc)}") from None
         raise ProtocolError(f"{self.host}: {_describe(exc)}") from None
@@ -52,4 +70,4 @@ def _certificate_problem(exc: BaseException) -> str | None:
 
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip()
-    return text or type(exc).__name__
+    return printable(text) if text else type(exc).__name__

@@ -44,6 +44,8 @@ def main() -> None:
     except KeyboardInterrupt:  # outside a run (which handles it itself): still no traceback
         print("imagecheck: interrupted", file=sys.stderr)
         code = 130
+    except Exception as exc:  # the last line of defence, see _internal_error
+        code = _internal_error(exc)
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
@@ -51,3 +53,24 @@ def main() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code or 0)
+
+
+def _internal_error(exc: Exception) -> int:
+    """A bug, not an answer: one line and exit 4, never Python's traceback and exit 1.
+
+    Exit 1 means "missing", so an uncaught exception must not end the process the way Python
+    ends it. Every failure imagecheck expects is a typed error handled by the command; this
+    only catches what escaped (issue #10). ``IMAGECHECK_DEBUG=1`` shows the traceback.
+    """
+    from imagecheck.bounded import printable  # noqa: PLC0415 - only on the way out
+
+    if os.environ.get("IMAGECHECK_DEBUG"):
+        import traceback  # noqa: PLC0415 - only on the way out
+
+        traceback.print_exc()
+    print(
+        f"imagecheck: internal error ({type(exc).__name__}: {printable(exc)}); "
+        "this is a bug, please report it",
+        file=sys.stderr,
+    )
+    return 4

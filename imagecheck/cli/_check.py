@@ -20,7 +20,6 @@ from imagecheck.cli._options import (
     check_options,
     finish,
     parse_all,
-    resolve_all,
     start_run,
     write_termination_log,
 )
@@ -92,7 +91,6 @@ def check(
         finish(invalid, output, settings)
     keychain = build_keychain(settings, pod_secrets)
     items = [(r.image, r.reference) for r in parsed if r.reference is not None]
-    resolve_all(keychain, [ref for _, ref in items])
     results = run_async(check_all(client_options, keychain, items, settings.deadline, wait))
     finish(results, output, settings)
 

@@ -3,6 +3,7 @@ build the keychain, check, render, write the termination message, exit."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -20,8 +21,9 @@ from imagecheck.cli._app import (
     setup_logging,
 )
 from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import CachingKeychain, Credentials, Keychain
+from imagecheck.credentials import Credentials, Keychain
 from imagecheck.errors import InvalidReferenceError, UsageError
+from imagecheck.files import write_regular_file
 from imagecheck.platform import parse_platform
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.render import (
@@ -36,9 +38,16 @@ from imagecheck.sources import default_keychain
 from imagecheck.wait import wait_for_images
 
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+# --wait: a week is longer than any pipeline waits for an image.
+MAX_WAIT = 7 * 86400
+# serve's cache lifetimes and reload interval: a week, far inside what timers can hold.
+MAX_TTL = 7 * 86400
+# --password-stdin: a password or token (a JWT is a few KiB) on one line.
+MAX_PASSWORD = 64 * 1024
 # A progress line on stderr (a terminal only) when a scan checks more images than this.
 _PROGRESS_MIN = 20
 _NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_INTEGER_RE = re.compile(r"[0-9]{1,9}")
 _DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 _HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
@@ -58,6 +67,71 @@ def duration(text: str) -> float:
     if pos == 0 or pos != len(text):
         raise click.BadParameter(f"{text!r} is not a duration such as 90s, 5m or 1h30m")
     return total
+
+
+class OneLineBadParameter(click.BadParameter):
+    """A bad option value as one line, like every other usage error: ``imagecheck: error:
+    --timeout: 'nan' is not a finite number of seconds`` (exit 2), without click's usage
+    banner."""
+
+    def format_message(self) -> str:
+        name = self.param.opts[-1] if self.param is not None and self.param.opts else "value"
+        return f"{name}: {self.message}"
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"imagecheck: error: {self.format_message()}", err=True)
+
+
+# click.ParamType is generic only from click 8.4; subscripting it would break 8.1-8.3.
+class _Bounded(click.ParamType):  # type: ignore[type-arg]
+    def fail(
+        self, message: str, param: click.Parameter | None = None, ctx: click.Context | None = None
+    ) -> NoReturn:
+        raise OneLineBadParameter(message, ctx=ctx, param=param)
+
+
+class Seconds(_Bounded):
+    """A duration in seconds: ``90``, ``1.5``, ``90s``, ``5m``, ``1h30m``, ``500ms``, within
+    ``[minimum, maximum]``. Never ``nan`` or ``inf``, never negative, never so large that a
+    timer built from it overflows (issue #10: ``--timeout nan`` crashed, ``--deadline nan``
+    was taken)."""
+
+    name = "seconds"
+
+    def __init__(self, minimum: float, maximum: float) -> None:
+        self.minimum, self.maximum = minimum, maximum
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            # A default may already be a number; what people type is text.
+            seconds = float(value) if isinstance(value, int | float) else duration(str(value))
+        except click.BadParameter:
+            self.fail(f"{str(value)[:40]!r} is not a number of seconds or a duration such as "
+                      "90s, 5m or 1h30m", param, ctx)  # fmt: skip
+        if not math.isfinite(seconds) or not self.minimum <= seconds <= self.maximum:
+            self.fail(f"{str(value)[:40]!r} is not between {self.minimum:g}s and "
+                      f"{self.maximum:g}s", param, ctx)  # fmt: skip
+        return seconds
+
+
+class Count(_Bounded):
+    """A whole number within ``[minimum, maximum]``."""
+
+    name = "integer"
+
+    def __init__(self, minimum: int, maximum: int) -> None:
+        self.minimum, self.maximum = minimum, maximum
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int):
+            number = value
+        elif isinstance(value, str) and _INTEGER_RE.fullmatch(value.strip()):
+            number = int(value.strip())
+        else:
+            self.fail(f"{str(value)[:40]!r} is not a whole number", param, ctx)
+        if not self.minimum <= number <= self.maximum:
+            self.fail(f"{number} is not between {self.minimum} and {self.maximum}", param, ctx)
+        return number
 
 
 def mirror_pair(text: str) -> tuple[str, str]:
@@ -93,12 +167,12 @@ def apply_options(command: Callable[..., None], options: list[Any]) -> Callable[
 def registry_options(command: Callable[..., None]) -> Callable[..., None]:
     """How to reach registries and which credentials to offer: check, scan and serve."""
     options = [
-        click.option("--concurrency", type=click.IntRange(1, 256), default=16, show_default=True,
+        click.option("--concurrency", type=Count(1, 256), default=16, show_default=True,
                      help="Images checked at once."),
-        click.option("--timeout", type=click.FloatRange(0.1, 3600), default=10.0,
+        click.option("--timeout", type=Seconds(0.1, 3600), default=10.0,
                      show_default=True,
                      help="Seconds allowed for one attempt (connect, auth, answer)."),
-        click.option("--retries", type=click.IntRange(0, 20), default=3, show_default=True,
+        click.option("--retries", type=Count(0, 20), default=3, show_default=True,
                      help="Retries of a transient failure (connection errors, 408, 429, 5xx)."),
         click.option("--denied-as-missing", is_flag=True,
                      help="Count a denial after successful authentication as missing (exit 1): "
@@ -139,10 +213,11 @@ def registry_options(command: Callable[..., None]) -> Callable[..., None]:
 def run_options(command: Callable[..., None]) -> Callable[..., None]:
     """How a one-off run ends: its deadline, waiting, failure policy, termination message."""
     options = [
-        click.option("--deadline", type=click.FloatRange(0.1, 86400), default=60.0,
+        click.option("--deadline", type=Seconds(0.1, 86400), default=60.0,
                      show_default=True,
                      help="Seconds allowed for the whole run, retries included."),
-        click.option("--wait", "wait", metavar="DURATION", default=None,
+        click.option("--wait", "wait", type=Seconds(0, MAX_WAIT), metavar="DURATION",
+                     default=None,
                      help="Poll until missing images appear or DURATION (90s, 5m) passes; "
                      "progress on stderr."),
         click.option("--on-error", type=click.Choice(["fail", "pass"]), default="fail",
@@ -182,7 +257,7 @@ class CheckSettings:
     credentials_for: tuple[str, ...] = ()
     # run options (check, scan); serve has its own notion of each
     deadline: float = 60.0
-    wait: str | None = None
+    wait: float | None = None
     on_error: str = "fail"
     termination_log: str = DEFAULT_TERMINATION_LOG
 
@@ -198,10 +273,6 @@ class CheckSettings:
             platform=parse_platform(self.platform) if self.platform else None,
         )
 
-    @property
-    def wait_seconds(self) -> float | None:
-        return None if self.wait is None else duration(self.wait)
-
 
 def start_run(options: dict[str, Any]) -> tuple[CheckSettings, ClientOptions, float | None]:
     """The settings of a checking command, logging set up, and its options parsed (a bad
@@ -209,7 +280,7 @@ def start_run(options: dict[str, Any]) -> tuple[CheckSettings, ClientOptions, fl
     settings = CheckSettings(**options)
     setup_logging(settings.verbose)
     try:
-        return settings, settings.client_options(), settings.wait_seconds
+        return settings, settings.client_options(), settings.wait
     except click.BadParameter as exc:
         fail(exc.message)
     except UsageError as exc:
@@ -239,14 +310,17 @@ def warn_passed_errors(results: Iterable[CheckResult], settings: CheckSettings) 
 
 
 def write_termination_log(path: str, summary: str) -> None:
-    """Only into a file that exists: Kubernetes creates /dev/termination-log in the pod."""
+    """Only into a regular file that exists: Kubernetes mounts one at /dev/termination-log in
+    the pod. A FIFO there would block the exit; it is refused with a warning instead."""
     target = Path(path)
     if not target.exists():
         return
     try:
-        target.write_text(summary + "\n", encoding="utf-8")
-    except OSError as exc:
-        click.echo(f"imagecheck: warning: cannot write {path}: {exc.strerror}", err=True)
+        write_regular_file(
+            target, (summary + "\n").encode(), what="--termination-log", error=UsageError
+        )
+    except UsageError as exc:
+        click.echo(f"imagecheck: warning: {exc}", err=True)
 
 
 async def check_all(
@@ -288,13 +362,19 @@ def build_keychain(settings: CheckSettings, pod_secrets: Sequence[tuple[str, str
     if password_stdin:
         if not username:
             fail("--password-stdin needs --username (or IMAGECHECK_USERNAME)")
-        password = sys.stdin.readline().rstrip("\r\n")
+        line = sys.stdin.readline(MAX_PASSWORD + 1)
+        if len(line) > MAX_PASSWORD:
+            fail(f"--password-stdin: the password is longer than {MAX_PASSWORD // 1024} KiB")
+        password = line.rstrip("\r\n")
         if not password:
             fail("--password-stdin: nothing was read from standard input")
     if username:
         if not password:
             fail("--username needs a password: --password-stdin or IMAGECHECK_PASSWORD")
-        static = Credentials(username=username, password=password, source="--username")
+        try:
+            static = Credentials(username=username, password=password, source="--username")
+        except UsageError as exc:  # a password with a newline from IMAGECHECK_PASSWORD
+            fail(str(exc))
     try:
         chain = default_keychain(
             static=static,
@@ -307,7 +387,7 @@ def build_keychain(settings: CheckSettings, pod_secrets: Sequence[tuple[str, str
         fail(str(exc))
     except click.BadParameter as exc:
         fail(f"--credentials-for: {exc.message}")
-    return CachingKeychain(chain)
+    return chain
 
 
 def require_credentials_host(settings: CheckSettings, command: str) -> None:
@@ -320,13 +400,3 @@ def require_credentials_host(settings: CheckSettings, command: str) -> None:
             f"{command} with --username needs --credentials-for HOST: the registries it "
             "contacts are named by the files it reads, so credentials must not go to any of them"
         )
-
-
-def resolve_all(keychain: Keychain, refs: Sequence[Reference]) -> None:
-    """Ask every credential source now (helpers run here, once per repository), so that a
-    broken helper or secret is a usage error before any request is sent."""
-    try:
-        for ref in refs:
-            keychain.resolve(ref)
-    except UsageError as exc:
-        fail(str(exc))

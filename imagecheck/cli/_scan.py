@@ -24,7 +24,6 @@ from imagecheck.cli._options import (
     check_options,
     parse_all,
     require_credentials_host,
-    resolve_all,
     start_run,
     warn_passed_errors,
     write_termination_log,
@@ -84,7 +83,6 @@ def scan(paths: tuple[str, ...], output: str, strict: bool, **options: Any) -> N
     items = [(r.image, r.reference) for r in parsed if r.reference is not None]
     if items:
         keychain = build_keychain(settings, [])
-        resolve_all(keychain, [ref for _, ref in items])
         if len(items) > _PROGRESS_MIN and sys.stderr.isatty():
             click.echo(f"imagecheck: checking {len(items)} distinct images...", err=True)
         checked = run_async(check_all(client_options, keychain, items, settings.deadline, wait))

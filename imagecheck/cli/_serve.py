@@ -16,9 +16,10 @@ from imagecheck.cli._app import (
     fail,
 )
 from imagecheck.cli._options import (
+    MAX_TTL,
     CheckSettings,
+    Seconds,
     build_keychain,
-    duration,
     registry_options,
     require_credentials_host,
 )
@@ -71,13 +72,14 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
 )
 @click.option(
     "--review-deadline",
-    type=click.FloatRange(0.5, 30),
+    type=Seconds(0.5, 30),
     default=8.0,
     show_default=True,
     help="Seconds to answer a review; keep it below the webhook's timeoutSeconds.",
 )
 @click.option(
     "--cache-ttl",
+    type=Seconds(0, MAX_TTL),
     default="60s",
     show_default=True,
     metavar="DURATION",
@@ -85,6 +87,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
 )
 @click.option(
     "--missing-ttl",
+    type=Seconds(0, MAX_TTL),
     default="10s",
     show_default=True,
     metavar="DURATION",
@@ -98,6 +101,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
 )
 @click.option(
     "--cert-reload-interval",
+    type=Seconds(0, MAX_TTL),
     default="10s",
     show_default=True,
     metavar="DURATION",
@@ -112,9 +116,9 @@ def serve(
     mode: str,
     on_error: str,
     review_deadline: float,
-    cache_ttl: str,
-    missing_ttl: str,
-    cert_reload_interval: str,
+    cache_ttl: float,
+    missing_ttl: float,
+    cert_reload_interval: float,
     use_pod_pull_secrets: bool,
     **options: Any,
 ) -> None:
@@ -145,9 +149,9 @@ def serve(
             warn_only=mode == "warn",
             errors_pass=on_error == "pass",
             review_deadline=review_deadline,
-            tag_ttl=duration(cache_ttl),
-            missing_ttl=duration(missing_ttl),
-            reload_interval=max(0.1, duration(cert_reload_interval)),
+            tag_ttl=cache_ttl,
+            missing_ttl=missing_ttl,
+            reload_interval=max(0.1, cert_reload_interval),
             pod_pull_secrets=use_pod_pull_secrets,
         )
     except click.BadParameter as exc:

@@ -11,7 +11,9 @@ matches (method and path regex, ``times`` or forever; first match wins)::
 Actions: :class:`Forward`, :class:`Respond` (any status, headers and body),
 :class:`Hang` (read the request, never answer), :class:`Trickle` (send the answer a few bytes
 at a time), :class:`Reset` (send part of an answer, then RST or FIN), :class:`StripHeaders`
-(forward, minus some upstream headers) and :class:`RandomFailures` (seeded; a share of the
+(forward, minus some upstream headers), :class:`SetHeaders` (forward, with some headers set),
+:class:`Rewrite` (forward, with the body rewritten), :class:`Flood` (a huge or endless body,
+made on the fly and never held) and :class:`RandomFailures` (seeded; a share of the
 requests get one of its failures, the rest are forwarded).
 
 Every request is journalled (:class:`Exchange`: method, path, monotonic time, action, status
@@ -43,7 +45,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Self
@@ -66,6 +68,7 @@ _HOP_BY_HOP = frozenset(
 _TLS_HANDSHAKE = 0x16  # first byte of a TLS record carrying a ClientHello
 _MAX_LINE = 65536
 _MAX_REQUEST_BODY = 16 * 1024 * 1024
+_FLOOD_PIECE = 64 * 1024
 
 HTML_502_PAGE = (
     b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
@@ -141,6 +144,34 @@ class StripHeaders:
     names: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class SetHeaders:
+    """Relay the upstream answer with ``headers`` set (replacing upstream's of those names)."""
+
+    headers: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """Relay the upstream answer with its body replaced by ``body(upstream body)`` (and its
+    ``Content-Length`` fixed): a real answer with one part made hostile."""
+
+    body: Callable[[bytes], bytes]
+
+
+@dataclass(frozen=True)
+class Flood:
+    """Answer ``status`` with ``headers`` and a body of ``size`` bytes of ``fill`` (``None``:
+    endless, sent chunked), made 64 KiB at a time and never held whole: the body a hostile
+    or broken server sends. Ends when the body does, the client hangs up or the proxy
+    closes. ``Content-Length`` says ``size`` unless ``headers`` says otherwise."""
+
+    status: int = 200
+    headers: Mapping[str, str] = field(default_factory=dict)
+    size: int | None = None
+    fill: bytes = b"x"
+
+
 class RandomFailures:
     """Answer about ``probability`` of the requests with one of ``failures`` and forward the
     rest.
@@ -177,8 +208,19 @@ class RandomFailures:
         return f"RandomFailures(p={self.probability}, seed={self.seed})"
 
 
-Action = Forward | Respond | Hang | Trickle | Reset | StripHeaders | RandomFailures
-_Concrete = Forward | Respond | Hang | Trickle | Reset | StripHeaders
+Action = (
+    Forward
+    | Respond
+    | Hang
+    | Trickle
+    | Reset
+    | StripHeaders
+    | SetHeaders
+    | Rewrite
+    | Flood
+    | RandomFailures
+)
+_Concrete = Forward | Respond | Hang | Trickle | Reset | StripHeaders | SetHeaders | Rewrite | Flood
 
 
 @dataclass
@@ -226,6 +268,12 @@ def _describe(action: _Concrete) -> str:
             return "reset" if rst else "close"
         case StripHeaders(names=names):
             return "strip " + ",".join(names)
+        case SetHeaders(headers=headers):
+            return "set " + ",".join(headers)
+        case Rewrite():
+            return "rewrite"
+        case Flood(status=status, size=size):
+            return f"flood {status} {'endless' if size is None else size}"
 
 
 # -- the wire ----------------------------------------------------------------------------------
@@ -258,6 +306,24 @@ class _Answer:
             lines.append(f"Content-Length: {len(self.body)}")
         wire = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         return wire if head else wire + self.body
+
+
+def _altered(action: Forward | StripHeaders | SetHeaders | Rewrite, answer: _Answer) -> _Answer:
+    """The upstream ``answer`` as ``action`` changes it."""
+    match action:
+        case StripHeaders(names=names):
+            drop = {name.lower() for name in names}
+            return replace(
+                answer, headers=[(k, v) for k, v in answer.headers if k.lower() not in drop]
+            )
+        case SetHeaders(headers=headers):
+            drop = {name.lower() for name in headers}
+            kept = [(k, v) for k, v in answer.headers if k.lower() not in drop]
+            return replace(answer, headers=kept + list(headers.items()))
+        case Rewrite(body=rewrite):
+            kept = [(k, v) for k, v in answer.headers if k.lower() != "content-length"]
+            return replace(answer, headers=kept, body=rewrite(answer.body))
+    return answer
 
 
 def _reason(status: int) -> str:
@@ -370,14 +436,12 @@ class _Connection(socketserver.StreamRequestHandler):
         head = request.method == "HEAD"
         stopping = self.server.proxy.stopping
         match action:
-            case Forward() | StripHeaders():
-                answer = self._forward(request, upstream)
-                if isinstance(action, StripHeaders):
-                    drop = {name.lower() for name in action.names}
-                    kept = [(k, v) for k, v in answer.headers if k.lower() not in drop]
-                    answer = replace(answer, headers=kept)
+            case Forward() | StripHeaders() | SetHeaders() | Rewrite():
+                answer = _altered(action, self._forward(request, upstream))
                 self.wfile.write(answer.encode(head=head))
                 return answer.status
+            case Flood():
+                return self._flood(action, head=head)
             case Respond():
                 answer = _Answer(action.status, list(action.headers.items()), action.body)
                 self.wfile.write(answer.encode(head=head))
@@ -407,6 +471,33 @@ class _Connection(socketserver.StreamRequestHandler):
         except (http.client.HTTPException, OSError) as exc:
             body = f"faultproxy: upstream failed: {exc}\n".encode()
             return _Answer(502, [("Content-Type", "text/plain")], body)
+
+    def _flood(self, action: Flood, *, head: bool) -> int | None:
+        headers = list(action.headers.items())
+        named = {name.lower() for name, _ in headers}
+        chunked = action.size is None
+        if chunked:
+            headers.append(("Transfer-Encoding", "chunked"))
+        elif "content-length" not in named:
+            headers.append(("Content-Length", str(action.size)))
+        lines = [f"HTTP/1.1 {action.status} {_reason(action.status)}"]
+        lines += [f"{name}: {value}" for name, value in headers]
+        piece = (action.fill * (_FLOOD_PIECE // max(1, len(action.fill)) + 1))[:_FLOOD_PIECE]
+        stopping = self.server.proxy.stopping
+        try:
+            self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+            sent = 0
+            while not head and (action.size is None or sent < action.size):
+                if stopping.is_set():
+                    return None
+                data = piece if action.size is None else piece[: action.size - sent]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+                sent += len(data)
+            if chunked and not head:
+                self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            return None  # the client hung up: what a bounded reader does
+        return action.status
 
     def _drop(self, action: Reset) -> None:
         if action.partial:

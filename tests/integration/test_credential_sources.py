@@ -228,6 +228,9 @@ HELPERS = {
     "notfound": 'echo "credentials not found in native keychain"; exit 1',
     "broken": 'echo "helper exploded: keychain locked" >&2; exit 3',
     "garbage": 'echo "this is not json $PASS_"',
+    # Prints its answer, then fails: the Secret is on stdout, and must stay there.
+    "leaky": 'printf \'{"Username":"%s","Secret":"%s"}\' "$USER_" "$PASS_"; exit 1',
+    "noisy": "printf 'keychain \\033[31mlocked\\r\\nfound x\\n' >&2; exit 4",
 }
 
 
@@ -282,8 +285,10 @@ def test_credential_helper_not_found_means_anonymous(
         ("broken", "docker-credential-broken failed (exit 3): helper exploded"),
         ("garbage", "docker-credential-garbage printed something that is not JSON"),
         ("missing", "docker-credential-missing is not on PATH"),
+        ("leaky", "docker-credential-leaky failed (exit 1)\n"),
+        ("noisy", "docker-credential-noisy failed (exit 4): keychain ?[31mlocked\n"),
     ],
-    ids=["fails", "garbage", "missing"],
+    ids=["fails", "garbage", "missing", "secret-on-stdout", "control-characters"],
 )
 def test_credential_helper_problems_are_one_line_usage_errors(
     registry_basic: RegistryEndpoint, tmp_path: Path, helper: str, expected: str
@@ -293,8 +298,8 @@ def test_credential_helper_problems_are_one_line_usage_errors(
     run = check_private(registry_basic, tmp_path, env=env)
     assert run.code == 2
     assert run.stdout == ""
-    [line] = run.stderr.strip().splitlines()
-    assert line.startswith(f"imagecheck: error: credential helper {expected}")
+    assert len(run.stderr.splitlines()) == 1
+    assert run.stderr.startswith(f"imagecheck: error: credential helper {expected}")
     assert registry_basic.password is not None
     assert registry_basic.password not in run.stderr  # the garbage helper echoes it
     assert registry_basic.registry.request_count() == before  # nothing was sent
@@ -306,7 +311,7 @@ def test_credential_helper_problems_are_one_line_usage_errors(
 @pytest.mark.parametrize(
     ("what", "expected"),
     [
-        ("bad-json", "invalid JSON"),
+        ("bad-json", "not valid JSON"),
         ("bad-base64", "'auth' is not valid base64"),
         ("no-colon", "'auth' must encode 'username:password'"),
         ("missing-secret", "does not exist"),

@@ -7,7 +7,7 @@ import base64
 import contextlib
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,7 +25,7 @@ NAMESPACE, POD = "team", "train-7f9c"
 
 @dataclass
 class FakeApiServer:
-    objects: dict[str, dict[str, Any]]
+    objects: Mapping[str, dict[str, Any] | bytes]  # bytes: sent as they are
     forbidden: set[str] = field(default_factory=set)
     seen: list[tuple[str, str | None]] = field(default_factory=list)
     host: str = ""
@@ -68,6 +68,7 @@ def api_server(tls: TLSMaterial, api: FakeApiServer) -> Iterator[FakeApiServer]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             api.seen.append((self.path, self.headers.get("Authorization")))
+            body: dict[str, Any] | bytes
             if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                 status, body = 401, {"kind": "Status", "code": 401}
             elif self.path in api.forbidden:
@@ -76,7 +77,7 @@ def api_server(tls: TLSMaterial, api: FakeApiServer) -> Iterator[FakeApiServer]:
                 status, body = 200, api.objects[self.path]
             else:
                 status, body = 404, {"kind": "Status", "code": 404}
-            data = json.dumps(body).encode()
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -208,3 +209,48 @@ def test_no_images_at_all_is_a_usage_error(tmp_path: Path) -> None:
     run = run_cli(["check"], tmp_path)
     assert run.code == 2
     assert "no IMAGE to check" in run.stderr
+
+
+# The API server is remote: what it answers is bounded, and another shape than the API's is
+# a registry-like error (exit 4, one line), never a traceback (issue #10).
+HOSTILE_OBJECTS: list[tuple[str, str, dict[str, Any] | bytes, str]] = [
+    ("pod-60000-deep", POD_PATH, b"[" * 60_000 + b"]" * 60_000, "is nested too deeply"),
+    ("pod-5000-digit-number", POD_PATH, b'{"spec": ' + b"1" * 5000 + b"}", "is not valid JSON"),
+    ("pod-over-1-MiB", POD_PATH, b" " * (2 << 20) + b"{}", "is larger than 1048576 bytes"),
+    ("spec-a-list", POD_PATH, {"kind": "Pod", "spec": []}, "spec is not an object"),
+    ("containers-a-number", POD_PATH, {"kind": "Pod", "spec": {"containers": 5}},
+     "spec.containers is not a list"),
+    ("pull-secrets-a-string", POD_PATH, {"kind": "Pod", "spec": {"imagePullSecrets": "regcred"}},
+     "spec.imagePullSecrets is not a list"),
+    ("secret-60000-deep", SECRET_PATH, b"[" * 60_000 + b"]" * 60_000, "is nested too deeply"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "words"),
+    [c[1:] for c in HOSTILE_OBJECTS],
+    ids=[c[0] for c in HOSTILE_OBJECTS],
+)
+def test_hostile_api_answer_is_a_one_line_error(
+    tls_material: TLSMaterial,
+    registry_token: RegistryEndpoint,
+    tmp_path: Path,
+    path: str,
+    body: dict[str, Any] | bytes,
+    words: str,
+) -> None:
+    objects: dict[str, dict[str, Any] | bytes] = {
+        POD_PATH: pod_json(registry_token, "private/secret:1.0"),
+        SECRET_PATH: secret_json(registry_token),
+        path: body,
+    }
+    with api_server(tls_material, FakeApiServer(objects)) as api:
+        env = in_cluster_env(tls_material, api, tmp_path)
+        args = ["check", *tls_args(registry_token), "--from-pod", "--use-pod-pull-secrets"]
+        run = run_cli(args, tmp_path, env=env)
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.code == 4, run.stdout + run.stderr
+    assert run.stdout == ""
+    [line] = run.stderr.splitlines()
+    assert line.startswith("imagecheck: error: Kubernetes API"), line
+    assert words in line, line

@@ -76,6 +76,7 @@ class _Behaviour:
     fail_count: int = 0
     fail_status: int = 503
     fail_headers: dict[str, str] = field(default_factory=dict)
+    token_suffix: str = ""
 
 
 class TokenServer:
@@ -164,10 +165,15 @@ class TokenServer:
             self._behaviour.fail_headers = dict(headers or {})
 
     def configure(
-        self, *, fields: Iterable[str] | None = None, expires_in: int | None = None
+        self,
+        *,
+        fields: Iterable[str] | None = None,
+        expires_in: int | None = None,
+        token_suffix: str | None = None,
     ) -> None:
         """Choose which of token/access_token/expires_in/issued_at a response carries, and
-        the lifetime (seconds) both advertised in ``expires_in`` and put in the JWT's ``exp``.
+        the lifetime (seconds) both advertised in ``expires_in`` and put in the JWT's ``exp``;
+        ``token_suffix`` is appended to every token issued (``"\\n"``: a broken server).
         """
         with self._lock:
             if fields is not None:
@@ -177,6 +183,8 @@ class TokenServer:
                 self._behaviour.fields = frozenset(fields)
             if expires_in is not None:
                 self._behaviour.expires_in = expires_in
+            if token_suffix is not None:
+                self._behaviour.token_suffix = token_suffix
 
     def reset(self) -> None:
         """Forget recorded requests and restore the default behaviour."""
@@ -303,7 +311,7 @@ class TokenServer:
         refresh: str | None,
     ) -> dict[str, Any]:
         access = [entry for scope in scopes if (entry := self.grant(subject, scope)) is not None]
-        token = self.issue(subject or "", access, behaviour.expires_in)
+        token = self.issue(subject or "", access, behaviour.expires_in) + behaviour.token_suffix
         full: dict[str, Any] = {
             "token": token,
             "access_token": token,

@@ -21,11 +21,12 @@ import respx
 
 from imagecheck.auth import (
     DEFAULT_EXPIRES_IN,
-    MAX_TOKEN_RESPONSE,
+    MAX_EXPIRES_IN,
     Token,
     TokenCache,
     parse_token_response,
 )
+from imagecheck.bounded import MAX_TOKEN_RESPONSE
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import (
     AnonymousKeychain,
@@ -543,9 +544,13 @@ def test_token_service_refusal_is_denied(
 # (id, challenge realm, words in the message)
 BAD_REALMS: list[tuple[str, str, str]] = [
     ("http-realm-for-https-registry", "http://auth.test/token", "plain http"),
-    ("metadata-ipv4", "https://169.254.169.254/latest/meta-data", "link-local/metadata"),
+    ("metadata-ipv4", "https://169.254.169.254/latest/meta-data", "cloud metadata service"),
     ("link-local-http", "http://169.254.10.1/token", "refusing token realm"),
-    ("metadata-ipv6", "https://[fd00:ec2::254]/token", "link-local/metadata"),
+    ("link-local-ipv6", "https://[fe80::1]/token", "a link-local address"),
+    ("metadata-ipv6", "https://[fd00:ec2::254]/token", "cloud metadata service"),
+    ("metadata-name", "https://metadata.google.internal/token", "cloud metadata service name"),
+    ("metadata-name-spelled", "https://Metadata.Google.Internal./t", "cloud metadata service"),
+    ("alibaba-metadata", "https://100.100.100.200/latest", "cloud metadata service address"),
     ("not-http", "ftp://auth.test/token", "not an http(s) URL"),
     ("relative", "/token", "not an http(s) URL"),
 ]
@@ -573,6 +578,10 @@ METADATA_SPELLINGS: list[tuple[str, str]] = [
     ("ipv4-mapped-ipv6", "https://[::ffff:169.254.169.254]/token"),
     ("decimal-ipv4", "https://2852039166/token"),
     ("hex-ipv4", "https://0xa9fea9fe/token"),
+    ("octal-ipv4", "https://0251.0376.0251.0376/token"),
+    ("short-ipv4", "https://169.254.43518/token"),
+    ("nat64", "https://[64:ff9b::a9fe:a9fe]/token"),
+    ("trailing-dot", "https://169.254.169.254./token"),
 ]
 
 
@@ -605,8 +614,8 @@ def test_realm_on_the_registry_own_link_local_host_is_allowed(router: respx.Rout
 BAD_TOKEN_RESPONSES: list[tuple[str, httpx.Response, str]] = [
     ("over-64-KiB", httpx.Response(200, json={"token": "t" * MAX_TOKEN_RESPONSE}),
      "larger than 65536 bytes"),
-    ("not-json", httpx.Response(200, text="<html>login</html>"), "not JSON"),
-    ("json-not-object", httpx.Response(200, json=["t"]), "not an object"),
+    ("not-json", httpx.Response(200, text="<html>login</html>"), "not valid JSON"),
+    ("json-not-object", httpx.Response(200, json=["t"]), "not a JSON object"),
     ("no-token", httpx.Response(200, json={"expires_in": 60}), "without a token"),
     ("token-not-string", httpx.Response(200, json={"token": 42}), "without a token"),
     ("unexpected-status", httpx.Response(400), "answered HTTP 400"),
@@ -715,3 +724,67 @@ def test_token_repr_hides_the_value() -> None:
 def test_parse_token_response_errors_are_protocol_errors() -> None:
     with pytest.raises(ProtocolError):
         parse_token_response(b"\xff", now=0.0)
+
+
+# (id, token answer, words in the error): hostile answers are a ProtocolError, never a crash.
+HOSTILE_TOKEN_ANSWERS: list[tuple[str, bytes, str]] = [
+    ("16-KiB-of-[", b"[" * 16384, "token response is nested too deeply"),
+    ("5000-digit-number", b'{"token": "t", "expires_in": ' + b"1" * 5000 + b"}",
+     "token response is not valid JSON"),
+    ("NaN", b'{"token": "t", "expires_in": NaN}', "token response is not valid JSON"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [c[1:] for c in HOSTILE_TOKEN_ANSWERS],
+    ids=[c[0] for c in HOSTILE_TOKEN_ANSWERS],
+)
+def test_hostile_token_answer_is_a_protocol_error(body: bytes, words: str) -> None:
+    with pytest.raises(ProtocolError, match=words):
+        parse_token_response(body, now=0.0)
+
+
+@pytest.mark.parametrize(
+    ("expires_in", "lifetime"),
+    [
+        pytest.param(b"9" * 400, MAX_EXPIRES_IN, id="400-digits-capped-not-overflowing"),
+        pytest.param(b"1e308", MAX_EXPIRES_IN, id="huge-float-capped"),
+        pytest.param(b"true", DEFAULT_EXPIRES_IN, id="boolean-default"),
+    ],
+)
+def test_token_lifetime_of_odd_numbers(expires_in: bytes, lifetime: float) -> None:
+    token = parse_token_response(b'{"token": "t", "expires_in": ' + expires_in + b"}", now=0.0)
+    assert token.expires_at == pytest.approx(lifetime - min(5.0, lifetime / 10))
+
+
+def test_token_service_error_body_is_not_read_whole(router: respx.Router) -> None:
+    """Only a 200 carries a token: a 503's page (however large) is not read, and the answer
+    is the transient error it is, not a 'larger than' refusal."""
+    ping(router, BEARER)
+    token_route(router).mock(
+        side_effect=[
+            httpx.Response(503, content=b"<html>" + b"x" * (2 * MAX_TOKEN_RESPONSE)),
+            httpx.Response(200, json={"token": "t"}),
+        ]
+    )
+    manifest(router).mock(return_value=found())
+    assert check(router, "registry.test/app:1.0").status is Status.FOUND
+
+
+@pytest.mark.parametrize(
+    "token", ["tok-SECRET\n", "tok-SECRET\r\nX-Injected: 1", "tok SECRET", "\x00tok-SECRET"]
+)
+def test_token_that_cannot_be_a_header_is_a_protocol_error_never_echoed(
+    router: respx.Router, token: str
+) -> None:
+    ping(router, BEARER)
+    route = token_route(router).respond(200, json={"token": token})
+    head = manifest(router).mock(return_value=found())
+    result = check(router, "registry.test/app:1.0")
+    assert result.status is Status.ERROR
+    assert result.message == "token service answered a token that " + (
+        "contains whitespace or a control character (a trailing newline?)"
+    )
+    assert route.call_count == 1  # a protocol error: not retried
+    assert not head.called

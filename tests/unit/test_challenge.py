@@ -131,3 +131,18 @@ def test_pick_challenge(headers: list[str], scheme: str | None, realm: str | Non
 def test_pick_challenge_malformed_header_raises() -> None:
     with pytest.raises(ProtocolError):
         pick_challenge(['Basic realm="b"', 'Bearer realm="unterminated'])
+
+
+def test_overlong_header_is_refused_and_never_echoed() -> None:
+    header = 'Bearer realm="https://a.test/t",service="' + "s" * 90_000 + '"'
+    with pytest.raises(ProtocolError) as info:
+        pick_challenge([header])
+    assert str(info.value) == "WWW-Authenticate header is longer than 8192 characters"
+
+
+@pytest.mark.parametrize("header", [c[1] for c in MALFORMED], ids=[c[0] for c in MALFORMED])
+def test_malformed_header_is_not_echoed(header: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        parse_challenges(header + "\x1b[2J" + "z" * 1000)
+    assert "z" * 50 not in str(info.value)
+    assert "\x1b" not in str(info.value)

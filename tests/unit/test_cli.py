@@ -148,8 +148,8 @@ def test_usage_error_exits_2(
 
 # (id, config.json content, words in the error)
 BAD_CONFIGS: list[tuple[str, str, str]] = [
-    ("invalid-json", "{not json", "invalid JSON"),
-    ("not-an-object", "[]", "expected a JSON object"),
+    ("invalid-json", "{not json", "not valid JSON"),
+    ("not-an-object", "[]", "not a JSON object"),
     ("bad-base64", '{"auths": {"registry.test": {"auth": "%%%"}}}', "not valid base64"),
 ]
 
@@ -337,3 +337,31 @@ def test_password_stdin_credentials_are_sent(
     assert result.exit_code == 0, result.output
     assert head.calls.last.request.headers["Authorization"] == "Basic YWxpY2U6czNjcmV0"
     assert "s3cret" not in result.output
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["plain", "IMAGECHECK_DEBUG"])
+def test_an_escaped_exception_is_one_line_and_exit_4_not_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], debug: bool
+) -> None:
+    """Python ends an uncaught exception with exit 1, which means "missing": never that."""
+    import imagecheck.cli as cli_module  # noqa: PLC0415 - the package, not the group
+
+    def broken(**_: object) -> None:
+        raise TypeError("'int' object is not iterable\n\x1b[32mfound")
+
+    exits: list[int] = []
+    monkeypatch.setattr(cli_module, "cli", broken)
+    monkeypatch.setattr("imagecheck.cli.os._exit", exits.append)
+    if debug:
+        monkeypatch.setenv("IMAGECHECK_DEBUG", "1")
+    else:
+        monkeypatch.delenv("IMAGECHECK_DEBUG", raising=False)
+    cli_module.main()
+    err = capsys.readouterr().err
+    assert exits == [4]
+    last = err.strip().splitlines()[-1]
+    assert last == (
+        "imagecheck: internal error (TypeError: 'int' object is not iterable??[32mfound); "
+        "this is a bug, please report it"
+    )
+    assert ("Traceback" in err) is debug

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 import pytest
+from click.testing import CliRunner
 
+from imagecheck.cli import check, cli, exit_code
 from imagecheck.cli import duration as _duration
-from imagecheck.cli import exit_code
 from imagecheck.cli import mirror_pair as _mirror
 from imagecheck.result import CheckResult, Status
 
@@ -64,3 +65,59 @@ def test_on_error_pass_drops_only_errors(
 ) -> None:
     assert exit_code(statuses(*values)) == fail_code
     assert exit_code(statuses(*values), errors_pass=True) == pass_code
+
+
+# -- numeric options: nan, inf, negative, huge -> exit 2, one line naming the option ------------
+
+# (command, option): every numeric option of every command (issue #10: --timeout nan crashed
+# with a traceback, --deadline nan was taken and ended the run at once).
+NUMERIC_OPTIONS = [
+    ("check", "--timeout"), ("check", "--deadline"), ("check", "--wait"),
+    ("check", "--concurrency"), ("check", "--retries"),
+    ("scan", "--timeout"), ("scan", "--deadline"), ("scan", "--wait"),
+    ("scan", "--concurrency"), ("scan", "--retries"),
+    ("serve", "--timeout"), ("serve", "--concurrency"), ("serve", "--retries"),
+    ("serve", "--review-deadline"), ("serve", "--cache-ttl"), ("serve", "--missing-ttl"),
+    ("serve", "--cert-reload-interval"),
+]  # fmt: skip
+BAD_NUMBERS = ["nan", "NaN", "inf", "-inf", "-1", "1e308", "9" * 400, "99999999999h", "", "x"]
+
+
+def test_every_numeric_option_is_covered() -> None:
+    found = set()
+    assert isinstance(cli, click.Group)
+    for name, command in cli.commands.items():
+        for param in command.params:
+            if (
+                isinstance(param, click.Option)
+                and not param.is_flag
+                and (
+                    isinstance(param.type, click.types._NumberParamTypeBase)
+                    or param.type.name in ("seconds", "integer")
+                )
+            ):
+                found.add((name, param.opts[-1]))
+    assert found == set(NUMERIC_OPTIONS)
+
+
+@pytest.mark.parametrize("value", BAD_NUMBERS)
+@pytest.mark.parametrize(("command", "option"), NUMERIC_OPTIONS)
+def test_bad_numbers_exit_2_in_one_line(command: str, option: str, value: str) -> None:
+    args = [command, f"{option}={value}"]
+    args += {"check": ["example.test/app:1"], "scan": ["-"], "serve": []}[command]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"imagecheck: error: {option}: ")
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "seconds"),
+    [("--timeout", "2.5", 2.5), ("--timeout", "1m", 60.0), ("--deadline", "90s", 90.0),
+     ("--wait", "1h30m", 5400.0), ("--wait", "0", 0.0)],
+)  # fmt: skip
+def test_seconds_take_numbers_and_durations(option: str, value: str, seconds: float) -> None:
+    param = next(p for p in check.params if p.opts[-1] == option)
+    assert param.type.convert(value, param, None) == seconds

@@ -138,9 +138,9 @@ def test_config_without_auths_offers_nothing(tmp_path: Path) -> None:
 
 # (id, file content, words the message must contain)
 BROKEN: list[tuple[str, str, str]] = [
-    ("invalid-json", "{not json", "invalid JSON"),
-    ("empty-file", "", "invalid JSON"),
-    ("not-an-object", "[]", "expected a JSON object"),
+    ("invalid-json", "{not json", "not valid JSON"),
+    ("empty-file", "", "not valid JSON"),
+    ("not-an-object", "[]", "not a JSON object"),
     ("auths-not-an-object", '{"auths": ["registry.test"]}', "'auths' must be an object"),
     ("entry-not-an-object", '{"auths": {"registry.test": "alice:pw"}}',
      "expected an object with credentials"),
@@ -172,7 +172,7 @@ def test_broken_config_is_credentials_error_naming_the_file(
 
 def test_broken_default_config_is_an_error_too(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{", encoding="utf-8")
-    with pytest.raises(CredentialsError, match="invalid JSON"):
+    with pytest.raises(CredentialsError, match="not valid JSON"):
         default_keychain(env={"DOCKER_CONFIG": str(tmp_path)})
 
 
@@ -306,3 +306,43 @@ def test_chain_first_answer_wins() -> None:
     assert [c.username for c in chain.resolve(parse_reference("registry.test/a"))] == ["first"]
     assert [c.username for c in chain.resolve(parse_reference("other.test/a"))] == ["second"]
     assert ChainKeychain(()).resolve(parse_reference("busybox")) == ()
+
+
+# -- secrets must be sendable: refused at the source, never echoed -------------------------
+
+# (id, auths entry, words of the message)
+UNSENDABLE: list[tuple[str, dict[str, str], str]] = [
+    ("registrytoken-newline", {"registrytoken": "rt-SECRET\n"}, "the registrytoken contains"),
+    ("registrytoken-space", {"registrytoken": "rt SECRET"}, "the registrytoken contains"),
+    ("identitytoken-newline", {"identitytoken": "id-SECRET\r\n"}, "the identitytoken contains"),
+    ("password-nul", {"username": "u", "password": "pw-SECRET\x00"}, "the password contains"),
+    ("auth-newline", {"auth": b64("u:pw-SECRET\n")}, "the password contains"),
+    ("username-escape", {"username": "u\x1b[2J", "password": "pw-SECRET"}, "the username"),
+]
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"), [c[1:] for c in UNSENDABLE], ids=[c[0] for c in UNSENDABLE]
+)
+def test_unsendable_secret_is_a_credentials_error_naming_the_source(
+    tmp_path: Path, entry: dict[str, str], words: str
+) -> None:
+    path = write_config(tmp_path, {"registry.test": entry})
+    with pytest.raises(CredentialsError) as info:
+        AuthsKeychain.from_file(path)
+    message = str(info.value)
+    assert message.startswith(f"{path} (auths.registry.test): {words}")
+    assert "SECRET" not in message
+    assert "\n" not in message
+
+
+def test_a_tab_in_a_password_is_sendable() -> None:
+    assert Credentials(username="u", password="p\tw").password == "p\tw"
+
+
+def test_docker_auth_config_is_capped() -> None:
+    # An environment string cannot exceed 128 KiB on Linux; the library takes text from
+    # anywhere, so the cap is on the text itself.
+    text = '{"auths": {}, "padding": "' + "x" * (1024 * 1024) + '"}'
+    with pytest.raises(CredentialsError, match="DOCKER_AUTH_CONFIG: larger than 1 MiB"):
+        AuthsKeychain.from_json_text(text, where="DOCKER_AUTH_CONFIG")

@@ -61,3 +61,21 @@ def test_termination_summary_fits_the_kubernetes_limit(count: int) -> None:
     assert "\n" not in line
     if count > 20:
         assert line.endswith(" more")
+
+
+FORGED = "denied\n\x1b[32mfound    docker.io/library/evil:1  sha256:00\x1b[0m\r"
+
+
+def test_text_and_termination_summary_never_carry_control_characters() -> None:
+    results = [result("a:1", Status.ERROR, FORGED)]
+    text = render_text(results)
+    summary = termination_summary(results)
+    for out in (text, summary):
+        assert len(out.splitlines()) == 1
+        assert not any(ch in out for ch in "\n\r\x1b")
+    assert text.endswith("denied??[32mfound    docker.io/library/evil:1  sha256:00?[0m?")
+
+
+def test_json_keeps_the_message_faithfully() -> None:
+    (data,) = json.loads(render_json([result("a:1", Status.ERROR, FORGED)]))
+    assert data["message"] == FORGED
