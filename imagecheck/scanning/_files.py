@@ -1,7 +1,7 @@
 """Which files are scanned, and how each is read: the entry points of the package.
 
 Every file may come from a hostile pull request (issue #10): only regular files are read, at
-most :data:`MAX_FILE_BYTES` of each (:func:`imagecheck.localfiles.read_regular_file`); a link
+most :data:`MAX_FILE_BYTES` of each (:func:`imagecheck.files.read_regular_file`); a link
 found in a directory is followed only to a file inside that directory, and a relative PATH
 (``imagecheck scan $(git diff --name-only)``) only to one inside the working directory; a
 file yields at most :data:`MAX_PROBLEMS` problems.
@@ -12,16 +12,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import TextIO
 
-from imagecheck.localfiles import (
-    MIB,
-    LocalFileError,
-    describe_size,
-    is_within,
-    read_regular_file,
-)
+from imagecheck.errors import UsageError
+from imagecheck.files import read_regular_file, size_text
 from imagecheck.scanning._dockerfile import images_in_dockerfile
 from imagecheck.scanning._manifests import AliasBudget, Found, images_in_document
 from imagecheck.scanning._model import FileProblem, Occurrence
@@ -33,10 +28,10 @@ STDIN = "<stdin>"
 FORMATS = ("yaml", "dockerfile")
 # A manifest or Dockerfile written by hand is a few KiB. The worst 4 MiB of YAML (a million
 # scalars in one flow sequence, up to _yamltree.MAX_NODES) takes ~200 MB and 5-10 s.
-MAX_FILE_BYTES = 4 * MIB
+MAX_FILE_BYTES = 4 * 1024 * 1024
 # stdin carries a whole rendered chart (helm template --include-crds: several MiB of CRDs);
 # a document's size is bounded on its own (_yamltree.MAX_NODES).
-MAX_STDIN_BYTES = 32 * MIB
+MAX_STDIN_BYTES = 32 * 1024 * 1024
 # After this many, a file's problems are one more line, and the rest of the file is not read:
 # every YAML syntax error re-parses the rest of the file, and the output stays short.
 MAX_PROBLEMS = 100
@@ -185,6 +180,11 @@ def _outside(directory: str) -> str:
     return f"a symbolic link to outside {directory}"
 
 
+def is_within(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or under it; both absolute and already resolved."""
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
 def _walk(top: str, problems: list[FileProblem]) -> Iterator[str]:
     def unreadable(exc: OSError) -> None:
         problems.append(FileProblem(str(exc.filename), None, f"cannot read: {exc.strerror}"))
@@ -207,19 +207,27 @@ def _skipped(name: str) -> bool:
     return name.startswith(".") or name in _SKIPPED_DIRECTORIES
 
 
+class _NotRead(UsageError):
+    """Why a file was not read, in one line (imagecheck.files words it)."""
+
+
 def _read(file: str, root: str | None) -> bytes | FileProblem:
+    """The file's bytes; with ``root``, only if its real path is inside ``root``'s.
+
+    What is checked is opened (a link swapped in between is followed: that takes someone
+    running code on the machine during the scan, which a checkout of a pull request is not).
+    """
+    if root is not None and not is_within(os.path.realpath(file), os.path.realpath(root)):
+        return FileProblem(file, None, f"not scanned: {_outside(root)}")
     try:
-        return read_regular_file(file, MAX_FILE_BYTES, root=root)
-    except LocalFileError as exc:
-        why = "cannot read" if exc.errno is not None else "not scanned"
-        return FileProblem(file, None, f"{why}: {exc.reason}")
+        return read_regular_file(Path(file), limit=MAX_FILE_BYTES, what="file", error=_NotRead)
+    except _NotRead as exc:
+        return FileProblem(file, None, str(exc))
 
 
 def _read_stream(stream: TextIO) -> bytes | str | FileProblem:
     """At most :data:`MAX_STDIN_BYTES` of ``stream``: its bytes (text if it has no buffer)."""
-    too_large = FileProblem(
-        STDIN, None, f"not scanned: larger than {describe_size(MAX_STDIN_BYTES)}"
-    )
+    too_large = FileProblem(STDIN, None, f"not scanned: larger than {size_text(MAX_STDIN_BYTES)}")
     buffer = getattr(stream, "buffer", None)  # sys.stdin has one; io.StringIO does not
     if buffer is None:
         text = stream.read(MAX_STDIN_BYTES + 1)  # characters: never more than their bytes

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import IO
 
 import pytest
 
+from tests.integration import clirun
 from tests.integration.clirun import Run
 from tests.integration.conftest import RegistryEndpoint
 
@@ -25,10 +25,6 @@ MEMORY = 1024 * 1024 * 1024  # RLIMIT_AS: the interpreter and a scan need ~100 M
 TIMEOUT = 60.0
 CANARY = "SECRET-CANARY-7f3a"
 POD = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n    - name: c\n"
-
-
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 
 
 def run_bounded(
@@ -40,21 +36,18 @@ def run_bounded(
     timeout: float = TIMEOUT,
     max_output: int = 256 * 1024,
 ) -> Run:
-    """``python -m imagecheck ARGS`` under :data:`MEMORY`, with a clean environment (as
-    ``clirun.run_cli``) plus :data:`CANARY` in it, so that /proc/self/environ holds it."""
-    dropped = ("DOCKER_", "IMAGECHECK_", "REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
-    env.update(HOME=str(home), SCAN_TEST_CANARY=CANARY)
-    proc = subprocess.run(  # preexec_fn: the only way to give the child its own rlimit
-        [sys.executable, "-m", "imagecheck", *args],
+    """``python -m imagecheck ARGS`` under :data:`MEMORY`, in the environment ``run_cli``
+    gives, plus :data:`CANARY` (so that /proc/self/environ holds it); from ``cwd``, with
+    ``stdin`` (``run_cli_measured`` has neither)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", clirun._LIMITED, str(MEMORY), *args],
         input=stdin if isinstance(stdin, bytes) else None,
         stdin=None if isinstance(stdin, bytes) else stdin,
         capture_output=True,
-        env=env,
+        env=clirun._cli_env(home, {"SCAN_TEST_CANARY": CANARY}),
         cwd=cwd,
         timeout=timeout,
         check=False,
-        preexec_fn=_limit_memory,
     )
     run = Run(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
     assert "Traceback" not in run.stderr, run.stderr[-3000:]
@@ -105,7 +98,7 @@ def test_scan_reads_only_the_regular_files_of_the_tree(
     outside = f"not scanned: a symbolic link to outside {repo}"
     assert errors(run) == [
         f"{repo / 'environ.yaml'}:0: {outside}",
-        f"{repo / 'fifo.yaml'}:0: not scanned: not a regular file (FIFO)",
+        f"{repo / 'fifo.yaml'}:0: cannot use file {repo / 'fifo.yaml'}: a FIFO, not a regular file",
         f"{repo / 'secret.yaml'}:0: {outside}",
         f"{repo / 'shadow.yaml'}:0: {outside}",
         f"{repo / 'zero.yaml'}:0: {outside}",
@@ -122,9 +115,10 @@ def test_special_files_named_on_the_command_line_are_not_read(tmp_path: Path) ->
         ["scan", "-o", "json", str(repo / "zero.yaml"), str(repo / "fifo.yaml")], tmp_path
     )
     assert run.code == 2
+    zero, fifo = repo / "zero.yaml", repo / "fifo.yaml"
     assert errors(run) == [
-        f"{repo / 'zero.yaml'}:0: not scanned: not a regular file (character device)",
-        f"{repo / 'fifo.yaml'}:0: not scanned: not a regular file (FIFO)",
+        f"{zero}:0: cannot use file {zero}: a device, not a regular file",
+        f"{fifo}:0: cannot use file {fifo}: a FIFO, not a regular file",
     ]
 
 
@@ -152,7 +146,7 @@ def test_a_file_over_4_mib_is_a_problem(tmp_path: Path) -> None:
     big.write_bytes(POD.encode() + b"#" * (4 * 1024 * 1024))
     run = run_bounded(["scan", "-o", "json", str(big)], tmp_path)
     assert run.code == 2
-    assert errors(run) == [f"{big}:0: not scanned: larger than 4 MiB"]
+    assert errors(run) == [f"{big}:0: cannot use file {big}: larger than 4 MiB"]
 
 
 # --- Dockerfiles ------------------------------------------------------------------------------

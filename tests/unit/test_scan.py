@@ -585,7 +585,11 @@ def test_a_tree_is_read_only_through_its_own_regular_files(tmp_path: Path) -> No
     outside = f"not scanned: a symbolic link to outside {repo}"
     assert [(p.file, p.line, p.message) for p in problems] == [
         (str(repo / "environ.yaml"), None, outside),
-        (str(repo / "fifo.yaml"), None, "not scanned: not a regular file (FIFO)"),
+        (
+            str(repo / "fifo.yaml"),
+            None,
+            f"cannot use file {repo}/fifo.yaml: a FIFO, not a regular file",
+        ),
         (str(repo / "secret.yaml"), None, outside),
         (str(repo / "shadow.yaml"), None, outside),
         (str(repo / "zero.yaml"), None, outside),
@@ -599,8 +603,8 @@ def test_special_files_named_explicitly_are_not_read(tmp_path: Path) -> None:
     occurrences, problems = scan_paths([str(repo / "zero.yaml"), str(repo / "fifo.yaml")])
     assert occurrences == []
     assert [p.message for p in problems] == [
-        "not scanned: not a regular file (character device)",
-        "not scanned: not a regular file (FIFO)",
+        f"cannot use file {repo}/zero.yaml: a device, not a regular file",
+        f"cannot use file {repo}/fifo.yaml: a FIFO, not a regular file",
     ]
 
 
@@ -636,7 +640,7 @@ def test_a_file_over_4_mib_is_a_problem(tmp_path: Path) -> None:
     big.write_bytes(b"#" * (4 * 1024 * 1024) + b"\n")
     assert scan_paths([str(big)]) == (
         [],
-        [FileProblem(str(big), None, "not scanned: larger than 4 MiB")],
+        [FileProblem(str(big), None, f"cannot use file {big}: larger than 4 MiB")],
     )
 
 
