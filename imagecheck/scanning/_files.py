@@ -151,7 +151,7 @@ def _files(path: str, problems: list[FileProblem]) -> Iterator[tuple[str, str | 
     # names, and a committed link may lead anywhere. A path written with .. or from / was.
     confined_to = None if _leaves_cwd(path) else _cwd()
     if os.path.isdir(path):
-        if confined_to is not None and not is_within(os.path.realpath(path), confined_to):
+        if confined_to is not None and not _is_within(os.path.realpath(path), confined_to):
             problems.append(FileProblem(path, None, f"not scanned: {_outside(confined_to)}"))
             return
         yield from ((file, path) for file in _walk(path, problems))
@@ -180,7 +180,7 @@ def _outside(directory: str) -> str:
     return f"a symbolic link to outside {directory}"
 
 
-def is_within(path: str, directory: str) -> bool:
+def _is_within(path: str, directory: str) -> bool:
     """Whether ``path`` is ``directory`` or under it; both absolute and already resolved."""
     return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
@@ -217,7 +217,7 @@ def _read(file: str, root: str | None) -> bytes | FileProblem:
     What is checked is opened (a link swapped in between is followed: that takes someone
     running code on the machine during the scan, which a checkout of a pull request is not).
     """
-    if root is not None and not is_within(os.path.realpath(file), os.path.realpath(root)):
+    if root is not None and not _is_within(os.path.realpath(file), os.path.realpath(root)):
         return FileProblem(file, None, f"not scanned: {_outside(root)}")
     try:
         return read_regular_file(Path(file), limit=MAX_FILE_BYTES, what="file", error=_NotRead)
