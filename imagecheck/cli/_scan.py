@@ -61,7 +61,9 @@ def scan(paths: tuple[str, ...], output: str, strict: bool, **options: Any) -> N
     PATHS are Kubernetes YAML files (every workload kind, List, custom resources with a pod
     template), Docker Compose files, Dockerfiles, directories (recursively), or - for stdin
     (helm template ... | imagecheck scan -). Invalid files are reported (exit 2) and the rest
-    is still checked.
+    is still checked; so are the files that are not read: anything but a regular file, a
+    file over the size limit, a link out of the directory scanned (or, for a relative PATH,
+    out of the working directory).
     """
     settings, client_options, wait = start_run(options)
     require_credentials_host(settings, "scan")

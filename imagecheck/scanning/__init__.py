@@ -13,6 +13,10 @@ comes back with ``skipped`` saying so. A file that cannot be read, or a YAML doc
 does not parse, is a :class:`FileProblem`; the other documents and files are still scanned.
 Results are ordered by file (as given; sorted within a directory), then by line.
 
+Files may come from a hostile pull request (issue #10): only regular files are read, capped,
+never through a link out of the directory scanned; ARG substitution, YAML nesting, merge keys
+and aliases are bounded, and each limit crossed is a :class:`FileProblem` on its line.
+
 - ``_yamltree``: YAML events into nodes that keep their lines, aliases included
 - ``_manifests``: Kubernetes and Compose images in those nodes
 - ``_dockerfile``: ``FROM`` lines, continuations, ``ARG`` substitution, stages

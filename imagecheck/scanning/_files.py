@@ -1,24 +1,42 @@
-"""Which files are scanned, and how each is read: the entry points of the package."""
+"""Which files are scanned, and how each is read: the entry points of the package.
+
+Every file may come from a hostile pull request (issue #10): only regular files are read, at
+most :data:`MAX_FILE_BYTES` of each (:func:`imagecheck.files.read_regular_file`); a link
+found in a directory is followed only to a file inside that directory, and a relative PATH
+(``imagecheck scan $(git diff --name-only)``) only to one inside the working directory; a
+file yields at most :data:`MAX_PROBLEMS` problems.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from pathlib import PurePath
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path, PurePath
 from typing import TextIO
 
+from imagecheck.errors import UsageError
+from imagecheck.files import read_regular_file, size_text
 from imagecheck.scanning._dockerfile import images_in_dockerfile
-from imagecheck.scanning._manifests import Found, images_in_document
+from imagecheck.scanning._manifests import AliasBudget, Found, images_in_document
 from imagecheck.scanning._model import FileProblem, Occurrence
 from imagecheck.scanning._yamltree import SyntaxProblem, documents
 
-__all__ = ["STDIN", "scan_paths", "scan_text"]
+__all__ = ["MAX_FILE_BYTES", "MAX_PROBLEMS", "MAX_STDIN_BYTES", "STDIN", "scan_paths", "scan_text"]
 
 STDIN = "<stdin>"
 FORMATS = ("yaml", "dockerfile")
-# Found in a directory walk: YAML files and Dockerfiles. A file named explicitly is scanned
-# whatever its name (a .json manifest is YAML too).
+# A manifest or Dockerfile written by hand is a few KiB. The worst 4 MiB of YAML (a million
+# scalars in one flow sequence, up to _yamltree.MAX_NODES) takes ~200 MB and 5-10 s.
+MAX_FILE_BYTES = 4 * 1024 * 1024
+# stdin carries a whole rendered chart (helm template --include-crds: several MiB of CRDs);
+# a document's size is bounded on its own (_yamltree.MAX_NODES).
+MAX_STDIN_BYTES = 32 * 1024 * 1024
+# After this many, a file's problems are one more line, and the rest of the file is not read:
+# every YAML syntax error re-parses the rest of the file, and the output stays short.
+MAX_PROBLEMS = 100
+_CHUNK = 64 * 1024
+# Found in a directory walk: YAML files and Dockerfiles.
 _YAML_SUFFIXES = (".yaml", ".yml")
 _SKIPPED_DIRECTORIES = frozenset({"node_modules"})
 
@@ -31,17 +49,20 @@ def scan_text(
     ``fmt`` is ``"yaml"`` (Kubernetes manifests, Compose files) or ``"dockerfile"``; None
     guesses from ``file``'s name (``Dockerfile``, ``Dockerfile.*``, ``*.Dockerfile``,
     ``Containerfile``...), else YAML. ``file`` is only used to name the file in results.
+    After :data:`MAX_PROBLEMS` problems, one more says that the rest is not scanned.
     """
     if fmt is None:
         fmt = "dockerfile" if is_dockerfile_name(file) else "yaml"
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     text = text.removeprefix("\ufeff")
+    found: Iterable[Found]
     if fmt == "dockerfile":
-        results = list(images_in_dockerfile(text, file))
-        return _split(results)
-    found = sorted(_yaml_results(text, file), key=lambda item: item[0])  # stable: by position
-    return _split([result for _, result in found])
+        found = (((0, 0), result) for result in images_in_dockerfile(text, file))  # in order
+    else:
+        found = _yaml_results(text, file)
+    kept = sorted(_bounded(found, file), key=lambda item: item[0])  # stable: by position
+    return _split([result for _, result in kept])
 
 
 def scan_paths(
@@ -52,25 +73,26 @@ def scan_paths(
     Files come in the order given, a directory's files sorted by path; hidden files and
     directories (``.git``) and ``node_modules`` are not entered, symbolic links to
     directories not followed. A file reached twice is scanned once. A path that does not
-    exist, or a file that cannot be read as UTF-8 text, is a :class:`FileProblem`.
+    exist, a file that is not a regular file, is too large, is a link out of the directory
+    scanned (or, for a relative PATH, out of the working directory), or cannot be read as
+    UTF-8 text, is a :class:`FileProblem`; none of these is read.
     """
     occurrences: list[Occurrence] = []
     problems: list[FileProblem] = []
     seen: set[str] = set()
     for path in paths:
-        for file in _files(path, problems):
+        for file, root in _files(path, problems):
             key = file if file == "-" else os.path.realpath(file)
             if key in seen:
                 continue
             seen.add(key)
-            if file == "-":
-                text, name = (stdin or sys.stdin).read(), STDIN
-            else:
-                text_or_problem = _read(file)
-                if isinstance(text_or_problem, FileProblem):
-                    problems.append(text_or_problem)
-                    continue
-                text, name = text_or_problem, file
+            name = STDIN if file == "-" else file
+            text = _read_stream(stdin or sys.stdin) if file == "-" else _read(file, root)
+            if isinstance(text, bytes):
+                text = _decode(text, name)
+            if isinstance(text, FileProblem):
+                problems.append(text)
+                continue
             found, file_problems = scan_text(text, name)
             occurrences.extend(found)
             problems.extend(file_problems)
@@ -86,12 +108,30 @@ def is_dockerfile_name(file: str) -> bool:
 
 
 def _yaml_results(text: str, file: str) -> Iterator[Found]:
+    budget = AliasBudget()
     for document in documents(text):
         if isinstance(document, SyntaxProblem):
             line = document.line
             yield (line or 0, 0), FileProblem(file, line, document.message)
-        else:
-            yield from images_in_document(document, file)
+            continue
+        yield from images_in_document(document, file, budget)
+        if budget.exhausted:
+            return  # reported once, where it ran out; the rest would end the same way
+
+
+def _bounded(found: Iterable[Found], file: str) -> list[Found]:
+    """The results until the file's :data:`MAX_PROBLEMS` + 1st problem, which ends them."""
+    kept: list[Found] = []
+    problems = 0
+    for item in found:
+        if isinstance(item[1], FileProblem):
+            if problems == MAX_PROBLEMS:
+                message = f"more than {MAX_PROBLEMS} problems: the rest is not scanned"
+                kept.append(((sys.maxsize, 0), FileProblem(file, None, message)))
+                break
+            problems += 1
+        kept.append(item)
+    return kept
 
 
 def _split(
@@ -102,18 +142,47 @@ def _split(
     return occurrences, problems
 
 
-def _files(path: str, problems: list[FileProblem]) -> Iterator[str]:
+def _files(path: str, problems: list[FileProblem]) -> Iterator[tuple[str, str | None]]:
+    """The files ``path`` names, each with the directory it must stay in (None: anywhere)."""
     if path == "-":
-        yield path
-    elif os.path.isdir(path):
-        yield from _walk(path, problems)
+        yield path, None
+        return
+    # `imagecheck scan $(git diff --name-only)`: the pull request, not the user, chose these
+    # names, and a committed link may lead anywhere. A path written with .. or from / was.
+    confined_to = None if _leaves_cwd(path) else _cwd()
+    if os.path.isdir(path):
+        if confined_to is not None and not _is_within(os.path.realpath(path), confined_to):
+            problems.append(FileProblem(path, None, f"not scanned: {_outside(confined_to)}"))
+            return
+        yield from ((file, path) for file in _walk(path, problems))
     elif os.path.exists(path):
         # Named files that are neither YAML nor Dockerfiles hold no images we read: skip them,
         # so that `imagecheck scan $(git diff --name-only)` works on any change.
         if _scanned_in_directories(os.path.basename(path)):
-            yield path
+            yield path, confined_to
     else:
         problems.append(FileProblem(path, None, "no such file or directory"))
+
+
+def _leaves_cwd(path: str) -> bool:
+    """Whether ``path`` is absolute or climbs out of the working directory, as written."""
+    return os.path.isabs(path) or PurePath(os.path.normpath(path)).parts[:1] == (os.pardir,)
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # deleted: then no relative path opens anything either
+        return None
+
+
+def _outside(directory: str) -> str:
+    return f"a symbolic link to outside {directory}"
+
+
+def _is_within(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or under it; both absolute and already resolved."""
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def _walk(top: str, problems: list[FileProblem]) -> Iterator[str]:
@@ -121,6 +190,8 @@ def _walk(top: str, problems: list[FileProblem]) -> Iterator[str]:
         problems.append(FileProblem(str(exc.filename), None, f"cannot read: {exc.strerror}"))
 
     found: list[str] = []
+    # Links to directories are listed in `subdirectories` and, without followlinks, not
+    # entered: no link cycle, no tree outside `top`.
     for directory, subdirectories, files in os.walk(top, onerror=unreadable):
         subdirectories[:] = [d for d in subdirectories if not _skipped(d)]
         found.extend(
@@ -136,12 +207,43 @@ def _skipped(name: str) -> bool:
     return name.startswith(".") or name in _SKIPPED_DIRECTORIES
 
 
-def _read(file: str) -> str | FileProblem:
+class _NotRead(UsageError):
+    """Why a file was not read, in one line (imagecheck.files words it)."""
+
+
+def _read(file: str, root: str | None) -> bytes | FileProblem:
+    """The file's bytes; with ``root``, only if its real path is inside ``root``'s.
+
+    What is checked is opened (a link swapped in between is followed: that takes someone
+    running code on the machine during the scan, which a checkout of a pull request is not).
+    """
+    if root is not None and not _is_within(os.path.realpath(file), os.path.realpath(root)):
+        return FileProblem(file, None, f"not scanned: {_outside(root)}")
     try:
-        with open(file, "rb") as stream:
-            data = stream.read()
-    except OSError as exc:
-        return FileProblem(file, None, f"cannot read: {exc.strerror or exc}")
+        return read_regular_file(Path(file), limit=MAX_FILE_BYTES, what="file", error=_NotRead)
+    except _NotRead as exc:
+        return FileProblem(file, None, str(exc))
+
+
+def _read_stream(stream: TextIO) -> bytes | str | FileProblem:
+    """At most :data:`MAX_STDIN_BYTES` of ``stream``: its bytes (text if it has no buffer)."""
+    too_large = FileProblem(STDIN, None, f"not scanned: larger than {size_text(MAX_STDIN_BYTES)}")
+    buffer = getattr(stream, "buffer", None)  # sys.stdin has one; io.StringIO does not
+    if buffer is None:
+        text = stream.read(MAX_STDIN_BYTES + 1)  # characters: never more than their bytes
+        return too_large if len(text) > MAX_STDIN_BYTES else text
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_STDIN_BYTES:
+        chunk = buffer.read(_CHUNK)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return too_large if size > MAX_STDIN_BYTES else b"".join(chunks)
+
+
+def _decode(data: bytes, file: str) -> str | FileProblem:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["FileProblem", "Occurrence", "placeholder_in"]
+__all__ = ["MAX_IMAGE_LENGTH", "FileProblem", "Occurrence", "placeholder_in"]
 
 
+# An image as written (or as a Dockerfile's ARGs make it) longer than this is a problem, not an
+# occurrence: a valid reference is at most ~520 (a 255-character name, a 128-character tag, a
+# digest), and every occurrence is printed.
+MAX_IMAGE_LENGTH = 4096
 # The skip reason for an image a compose service builds itself (--strict does not undo it).
 BUILT_BY_COMPOSE = "built by compose"
 # The skip reason prefix for template placeholders (--strict counts them as invalid).

@@ -8,6 +8,10 @@ keep an :class:`Alias` where the text has one. The tree is composed without recu
 deep nesting cannot exhaust the stack, and nothing is constructed: unknown tags
 (``!Ref``), duplicate keys and unhashable keys never fail a scan.
 
+Bounded by construction (issue #10): a document nested more than :data:`MAX_DEPTH` deep (as
+libyaml itself refuses; PyYAML's own parser would go on) or of more than :data:`MAX_NODES`
+nodes is a problem at the line where it crosses the limit, like a syntax error.
+
 A syntax error ends only the document it is in: the problem is recorded with its line and
 parsing resumes at the next ``---`` at or after the error. A line starting with ``---`` ends
 any scalar or collection in YAML (the spec's c-forbidden), so that is where a new document
@@ -40,6 +44,11 @@ if TYPE_CHECKING:
 # libyaml's C parser when PyYAML was built with it; the pure-Python one gives the same events.
 DEFAULT_LOADER: Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DOCUMENT_MARKER = re.compile(r"^---(?:[ \t]|$)", re.MULTILINE)
+# libyaml's own limit (exceeded maximum nesting depth), kept for the pure-Python parser too.
+MAX_DEPTH = 1000
+# A composed node takes ~200 bytes: a document's tree stays under ~200 MB however long the
+# input (stdin may be 32 MiB). The largest CRDs have some 100,000.
+MAX_NODES = 1_000_000
 
 Position = tuple[int, int]
 """(line, column), both 1-based."""
@@ -83,6 +92,15 @@ class SyntaxProblem:
     message: str
 
 
+class _LimitReached(yaml.YAMLError):
+    """A document over :data:`MAX_DEPTH` or :data:`MAX_NODES`; ``line`` in the whole text."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
 def documents(text: str, *, loader: Loader = DEFAULT_LOADER) -> Iterator[Node | SyntaxProblem]:
     """Each document's root node, in order, and a :class:`SyntaxProblem` for each broken one.
 
@@ -120,6 +138,8 @@ def _resume_offset(text: str, start: int, line_offset: int, error_line: int | No
 
 
 def _problem(exc: yaml.YAMLError, text: str, start: int, line_offset: int) -> SyntaxProblem:
+    if isinstance(exc, _LimitReached):
+        return SyntaxProblem(exc.line, exc.message)
     if isinstance(exc, yaml.reader.ReaderError) and isinstance(exc.character, int):
         # A control character. The reader checks all the input before parsing, so the
         # documents before it are lost too (rare enough). Its position counts bytes in libyaml
@@ -171,10 +191,20 @@ class _Composer:
         """The document's root node (an empty plain scalar for an empty document)."""
         # Open collections: the node, its children so far, where a flow mapping starts.
         stack: list[tuple[Sequence | Mapping, list[Node], int | None]] = []
+        nodes = 0
         while True:
             event = self._parser.get_event()
             node: Node
+            if isinstance(event, yaml.NodeEvent):
+                nodes += 1
+                if nodes > MAX_NODES:
+                    raise _LimitReached(
+                        self._at(event)[0], f"YAML document over {MAX_NODES:,} nodes"
+                    )
             if isinstance(event, yaml.CollectionStartEvent):
+                if len(stack) == MAX_DEPTH:
+                    message = f"YAML nested more than {MAX_DEPTH} deep"
+                    raise _LimitReached(self._at(event)[0], message)
                 opened: Sequence | Mapping
                 if isinstance(event, yaml.SequenceStartEvent):
                     opened = Sequence(self._at(event))

@@ -241,6 +241,19 @@ def test_only_placeholders_are_skipped() -> None:
 
 # --- Dockerfiles, inline ------------------------------------------------------------------
 
+
+def arg_doubling(lines: int) -> str:
+    """ARG A0=x, ARG A1=$A0$A0, ...: A27 would be 2^27 characters (issue #10)."""
+    args = ["ARG A0=x"] + [f"ARG A{i}=${{A{i - 1}}}${{A{i - 1}}}" for i in range(1, lines)]
+    return "\n".join([*args, f"FROM ${{A{lines - 1}}}", ""])
+
+
+def nested_defaults(depth: int) -> str:
+    """ARG IMAGE=${UNSET:-${UNSET:-...alpine}}: each level one more call, without a bound."""
+    default = "${UNSET:-" * depth + "alpine" + "}" * depth
+    return f"ARG UNSET\nARG IMAGE={default}\nFROM $IMAGE\n"
+
+
 # (id, Dockerfile text, [(line, image, stage name, skipped)], [(line, message)])
 DOCKERFILES: list[
     tuple[str, str, list[tuple[int, str, str | None, str | None]], list[tuple[int, str]]]
@@ -306,6 +319,22 @@ DOCKERFILES: list[
     ("template-in-flag-only", "FROM --platform={{ .P }}\n", [],
      [(1, "FROM requires either one or three arguments")]),
     ("not-as", "FROM a TO b\n", [], [(1, "FROM requires either one or three arguments")]),
+    # Bounded substitution (issue #10): the FROM that needs the value is the problem.
+    ("arg-doubling", arg_doubling(28), [],
+     [(29, "FROM: ARG A13 (line 14) expands to over 4096 characters")]),
+    ("arg-over-the-limit-unused-is-no-problem", f"ARG LONG={'x' * 5000}\nFROM alpine\n",
+     [(2, "alpine", None, None)], []),
+    ("arg-over-the-limit-through-another", f"ARG A={'x' * 5000}\nARG B=$A\nFROM ${{B}}\n",
+     [], [(3, "FROM: ARG A (line 1) expands to over 4096 characters")]),
+    ("image-over-the-limit-after-substitution", f"ARG A={'x' * 3000}\nFROM $A$A\n", [],
+     [(2, "FROM: the image expands to over 4096 characters")]),
+    ("image-over-the-limit-as-written", f"FROM {'x' * 5000}\n", [],
+     [(1, "FROM: longer than 4096 characters")]),
+    ("substitutions-nested-32-deep", nested_defaults(32), [(3, "alpine", None, None)], []),
+    ("substitutions-nested-too-deep", nested_defaults(2000), [],
+     [(3, "FROM: ARG IMAGE (line 2) nests substitutions more than 32 deep")]),
+    ("continuation-comment-then-end-of-file", "FROM alpine \\\n# c\n\n",
+     [(1, "alpine", None, None)], []),
 ]  # fmt: skip
 
 
@@ -330,6 +359,14 @@ def test_dockerfile(
 # --- YAML, inline -------------------------------------------------------------------------
 
 POD = "kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    image: "
+
+
+def merge_chain(length: int) -> str:
+    """m0 holds the image; each next mapping merges the one before; a Pod merges the last."""
+    chain = ["m0: &m0 {image: alpine:3.20}"]
+    chain += [f"m{i}: &m{i} {{<<: *m{i - 1}}}" for i in range(1, length + 1)]
+    return "\n".join([*chain, "kind: Pod", f"spec: {{containers: [{{<<: *m{length}}}]}}", ""])
+
 
 # (id, YAML text, [(line, image, skipped)], [(line, message)])
 YAML_CASES: list[
@@ -371,6 +408,14 @@ YAML_CASES: list[
     ("byte-order-mark", "\ufeff" + POD + "e\n", [(6, "e", None)], []),
     ("document-end-marker", POD + "f\n...\n---\n" + POD + "g\n", [(6, "f", None),
                                                                  (14, "g", None)], []),
+    # Bounded walks (issue #10): a problem where the alias is used; other documents are read.
+    ("merge-chain-100-deep", merge_chain(99), [(102, "alpine:3.20", None)], []),
+    ("merge-chain-101-deep", merge_chain(100), [],
+     [(103, "merge keys (<<) nested more than 100 deep")]),
+    ("merge-chain-5000-deep", merge_chain(5000) + "---\n" + POD + "h\n", [(5010, "h", None)],
+     [(5003, "merge keys (<<) nested more than 100 deep")]),
+    ("image-over-the-limit", POD + "x" * 5000 + "\n", [],
+     [(6, "Pod p, container c: image longer than 4096 characters")]),
 ]  # fmt: skip
 
 
@@ -398,6 +443,53 @@ def test_an_alias_bomb_is_not_expanded() -> None:
     ]
     text = "\n".join([*levels, "kind: Pod", "spec: {containers: *i}", ""])
     assert scan_text(text, "bomb.yaml") == ([], [])
+
+
+def test_an_alias_bomb_that_the_walk_would_expand_ends_in_a_problem() -> None:
+    """Items x containers: 500 aliases each way are 250,000 occurrences from 4 KB."""
+    text = "\n".join(
+        [
+            "c: &c {name: c, image: alpine:3.20}",
+            "cs: &cs [" + ", ".join(["*c"] * 500) + "]",
+            "p: &p {kind: Pod, metadata: {name: p}, spec: {containers: *cs}}",
+            "kind: List",
+            "items: [" + ", ".join(["*p"] * 500) + "]",
+            "---",
+            POD + "after:1",
+            "",
+        ]
+    )
+    occurrences, problems = scan_text(text, "bomb.yaml")
+    message = (
+        "aliases lead to more than 100,000 values to read: the rest of the file is not scanned"
+    )
+    assert problems == [FileProblem("bomb.yaml", 5, message)]
+    assert 0 < len(occurrences) < 100_000
+    assert "after:1" not in {o.image for o in occurrences}
+
+
+def test_nesting_is_bounded_whichever_parser_reads_it() -> None:
+    """libyaml refuses more than 1,000 levels; PyYAML's own parser would go on."""
+    text = "[" * 1001 + "]" * 1001 + "\n---\n" + POD + "z\n"
+    for loader in (yaml.SafeLoader, yaml.CSafeLoader):
+        [problem, document] = documents(text, loader=loader)
+        assert isinstance(problem, SyntaxProblem)
+        assert problem.line == 1
+        assert "nest" in problem.message
+        assert not isinstance(document, SyntaxProblem)
+        [(_, occurrence)] = images_in_document(document, "f")
+        assert isinstance(occurrence, Occurrence)
+        assert occurrence.image == "z"
+
+
+def test_a_file_has_at_most_100_problems() -> None:
+    """Each syntax error parses the rest of the file again: 100 errors, then one line."""
+    occurrences, problems = scan_text("---\n[\n" * 5000 + "---\n" + POD + "x\n", "f.yaml")
+    assert occurrences == []
+    assert len(problems) == 101
+    assert problems[-1] == FileProblem(
+        "f.yaml", None, "more than 100 problems: the rest is not scanned"
+    )
 
 
 # --- which files, in which order ------------------------------------------------------------
@@ -468,6 +560,96 @@ def test_symlinked_directory_is_not_followed(tmp_path: Path) -> None:
     (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
     occurrences, _ = scan_paths([str(tmp_path)])
     assert {o.file for o in occurrences} == {str(tmp_path / "real" / "cron.yaml")}
+
+
+def hostile_tree(tmp_path: Path) -> Path:
+    """A repository with one good manifest and every special file a pull request can hold."""
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.yaml").write_text(POD + "leak:SECRET\n")
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    (repo / "sub" / "good.yaml").write_text(POD + "good:1\n")
+    (repo / "inside.yaml").symlink_to("sub/good.yaml")
+    (repo / "zero.yaml").symlink_to("/dev/zero")
+    (repo / "shadow.yaml").symlink_to("/etc/shadow")
+    (repo / "environ.yaml").symlink_to("/proc/self/environ")
+    (repo / "secret.yaml").symlink_to("../outside/secret.yaml")
+    (repo / "sub" / "up").symlink_to("..", target_is_directory=True)  # a cycle, never entered
+    os.mkfifo(repo / "fifo.yaml")
+    return repo
+
+
+def test_a_tree_is_read_only_through_its_own_regular_files(tmp_path: Path) -> None:
+    repo = hostile_tree(tmp_path)
+    occurrences, problems = scan_paths([str(repo)])
+    outside = f"not scanned: a symbolic link to outside {repo}"
+    assert [(p.file, p.line, p.message) for p in problems] == [
+        (str(repo / "environ.yaml"), None, outside),
+        (
+            str(repo / "fifo.yaml"),
+            None,
+            f"cannot use file {repo}/fifo.yaml: a FIFO, not a regular file",
+        ),
+        (str(repo / "secret.yaml"), None, outside),
+        (str(repo / "shadow.yaml"), None, outside),
+        (str(repo / "zero.yaml"), None, outside),
+    ]
+    # The link inside the tree is read (once: its target is the same file).
+    assert [(o.file, o.image) for o in occurrences] == [(str(repo / "inside.yaml"), "good:1")]
+
+
+def test_special_files_named_explicitly_are_not_read(tmp_path: Path) -> None:
+    repo = hostile_tree(tmp_path)
+    occurrences, problems = scan_paths([str(repo / "zero.yaml"), str(repo / "fifo.yaml")])
+    assert occurrences == []
+    assert [p.message for p in problems] == [
+        f"cannot use file {repo}/zero.yaml: a device, not a regular file",
+        f"cannot use file {repo}/fifo.yaml: a FIFO, not a regular file",
+    ]
+
+
+def test_a_relative_path_stays_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`imagecheck scan $(git diff --name-only)`: the pull request chose those names."""
+    repo = hostile_tree(tmp_path)
+    (tmp_path / "outside" / "dir").mkdir()
+    (repo / "deploy").symlink_to("../outside/dir", target_is_directory=True)
+    monkeypatch.chdir(repo)
+    occurrences, problems = scan_paths(["secret.yaml", "deploy", "sub/good.yaml"])
+    assert [(p.file, p.message) for p in problems] == [
+        ("secret.yaml", f"not scanned: a symbolic link to outside {repo}"),
+        ("deploy", f"not scanned: a symbolic link to outside {repo}"),
+    ]
+    assert [o.image for o in occurrences] == ["good:1"]
+
+
+def test_a_path_written_out_of_the_working_directory_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = hostile_tree(tmp_path)
+    monkeypatch.chdir(repo)
+    for path in ("../outside/secret.yaml", str(tmp_path / "outside" / "secret.yaml")):
+        occurrences, problems = scan_paths([path])
+        assert problems == []
+        assert [o.image for o in occurrences] == ["leak:SECRET"]
+
+
+def test_a_file_over_4_mib_is_a_problem(tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (4 * 1024 * 1024) + b"\n")
+    assert scan_paths([str(big)]) == (
+        [],
+        [FileProblem(str(big), None, f"cannot use file {big}: larger than 4 MiB")],
+    )
+
+
+def test_stdin_is_read_up_to_32_mib() -> None:
+    with open("/dev/zero", encoding="utf-8") as endless:
+        assert scan_paths(["-"], stdin=endless) == (
+            [],
+            [FileProblem("<stdin>", None, "not scanned: larger than 32 MiB")],
+        )
 
 
 # --- formats --------------------------------------------------------------------------------
