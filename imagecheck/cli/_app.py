@@ -15,6 +15,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from imagecheck import __version__
+from imagecheck.bounded import printable
 from imagecheck.errors import ImagecheckError, UsageError
 from imagecheck.result import CheckResult, Status
 
@@ -78,7 +79,8 @@ class Terminated(Exception):
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(f"imagecheck: error: {message}", err=True)
+    # One line whatever the message carries (a file name with a newline, a registry's text).
+    click.echo(f"imagecheck: error: {printable(message, 2000)}", err=True)
     sys.exit(code)
 
 

@@ -123,6 +123,9 @@ USAGE: list[tuple[str, list[str], dict[str, str], str | None, str]] = [
      "--username needs a password"),
     ("docker-config-missing", ["--docker-config", "/nonexistent/imagecheck/config.json"], {},
      None, "/nonexistent/imagecheck/config.json does not exist"),
+    # A path with a newline and an escape still makes one line, not a forged second one.
+    ("path-with-control-characters", ["--docker-config", "/nonexistent/a\nfound\x1b[0m"], {},
+     None, "/nonexistent/a?found?[0m does not exist"),
 ]  # fmt: skip
 
 
