@@ -1,5 +1,5 @@
 # Quick start:  make demo   (local registry with sample images, one found, one missing)
-#               make test   (lint, types, unit and integration tests against a real registry)
+#               make test   (lint, types, then every test: unit, integration, examples, image)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin

@@ -97,6 +97,16 @@ debian_mirror() {
   echo "${uri:-http://deb.debian.org/debian}"
 }
 
+# buildah unpacks each layer after making / private (containers/storage's chrootarchive), which
+# fails with "remount /, flags: 0x44000: invalid argument" when / is not a mount point: in a
+# plain `chroot DIR`, never on a machine or in a container. Say so, and how to fix it.
+check_root_mount() {
+  awk '$5 == "/" { found = 1 } END { exit !found }' /proc/self/mountinfo 2>/dev/null && return
+  log "/ is not a mount point here (a plain chroot?): buildah cannot unpack image layers;"
+  log "bind-mount the chroot's directory onto itself before entering it (mount --bind DIR DIR)"
+  return 1
+}
+
 image_exists() { buildah inspect --type image "$1" >/dev/null 2>&1; }
 
 # A Debian $SUITE root filesystem with python3 (3.11), venv and CA certificates, imported as
@@ -157,6 +167,7 @@ image_size() {
 main() {
   local started size
   started=$(date +%s)
+  check_root_mount
   install_tools
   make_base
   build_image

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import stat
 import subprocess
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ import pytest
 import yaml
 
 from imagecheck.cli import scan as scan_command
+from tests.tools import system_tool
 
 REPO = Path(__file__).resolve().parents[2]
 GITHUB = REPO / "examples" / "github-actions.yml"
@@ -317,8 +317,7 @@ def _git(repo: Path, *args: str) -> str:
 @pytest.fixture
 def history(tmp_path: Path) -> tuple[Path, str]:
     """A repository with a base commit and a branch commit on it; ``(repo, base sha)``."""
-    if shutil.which("git") is None or shutil.which("bash") is None:
-        pytest.skip("needs git and bash")
+    system_tool("git")  # and bash, which Debian always has (Essential: yes)
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")

@@ -10,21 +10,20 @@
   containers -- or ``--from-pod`` with the Downward API env, the RBAC, and the API token in that
   container alone.
 * kustomize files, which are not API objects: keys, and the files they name exist; the
-  Component's replacement lands on the patch's placeholder argument. With ``kubectl`` on PATH,
-  each kustomization is built and its output checked like a standalone file.
+  Component's replacement lands on the patch's placeholder argument. Each kustomization is
+  built with ``kubectl kustomize`` (kubectl from the test extra) and its output checked like a
+  standalone file.
 
 kubernetes-validate (with PyYAML, which it brings) missing: skip locally, fail under CI=true.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 import pytest
@@ -46,6 +45,7 @@ from tests.examples.manifests import (
     pod_spec,
     yaml,
 )
+from tests.tools import skip_or_fail
 
 # The oldest Kubernetes the examples promise to work on; kubernetes-validate ships its schemas.
 K8S_VERSION = "1.30"
@@ -91,13 +91,6 @@ JOBS = [d for d in API_OBJECTS if job_spec(d.body) is not None]
 CHECKED = [
     d for d in DOCUMENTS if d.role in (Role.STANDALONE, Role.PATCH) and pod_spec(d.body) is not None
 ]
-
-
-def skip_or_fail(reason: str) -> NoReturn:
-    """Skip locally; fail under CI, where a missing test dependency is a broken machine."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true, so this fails instead of skipping)", pytrace=False)
-    pytest.skip(reason)
 
 
 def by_label(documents: list[Document]) -> list[Any]:
@@ -392,14 +385,8 @@ def test_replacement_fills_the_placeholder(doc: Document) -> None:
 @pytest.mark.parametrize(
     "doc", by_label([d for d in KUSTOMIZATIONS if d.body.get("kind") == "Kustomization"])
 )
-def test_kustomize_build(doc: Document, validator: ModuleType) -> None:
+def test_kustomize_build(doc: Document, validator: ModuleType, kubectl: str) -> None:
     """What `kubectl apply -k` would send: every check a standalone file gets."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        reason = "kubectl is not on PATH: kustomize files were checked without building them"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
     built = subprocess.run(
         [kubectl, "kustomize", str(doc.path.parent)],
         capture_output=True,

@@ -10,7 +10,8 @@
   mounts point at what exists; the ValidatingWebhookConfiguration calls that Service, answers
   within its timeout, exempts the webhook's own namespace, and has its CA injected from the
   Certificate that issues the serving certificate the pods mount.
-* With ``kubectl`` on PATH, the kustomization is built and yields exactly those objects.
+* Built with ``kubectl kustomize`` (kubectl from the test extra), the kustomization yields
+  exactly those objects.
 
 kubernetes-validate (with PyYAML and jsonschema, which it brings) missing: skip locally, fail
 under CI=true.
@@ -18,7 +19,6 @@ under CI=true.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import PurePosixPath
 from types import ModuleType
@@ -42,7 +42,8 @@ from tests.examples.manifests import (
 )
 
 # One place for the Kubernetes version, the container hardening and the skip-or-fail rule.
-from tests.examples.test_examples import HARDENED, by_label, check_schema, skip_or_fail
+from tests.examples.test_examples import HARDENED, by_label, check_schema
+from tests.tools import skip_or_fail
 
 WEBHOOK = EXAMPLES / "webhook"
 WEBHOOK_FILES = {
@@ -353,11 +354,8 @@ def test_cert_manager_object(doc: Document) -> None:
     check_cert_manager(doc.body)
 
 
-def test_kustomize_build(applied: list[Json], validator: ModuleType) -> None:
+def test_kustomize_build(applied: list[Json], validator: ModuleType, kubectl: str) -> None:
     """What `kubectl apply -k` sends: the same objects, each valid."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        skip_or_fail("kubectl is not on PATH: the kustomization was checked without building it")
     built = subprocess.run(
         [kubectl, "kustomize", str(WEBHOOK)],
         capture_output=True,

@@ -2,16 +2,16 @@
 registry by scripts/image-run.sh: read-only root, the image's user (65532), no capabilities,
 the entrypoint as PID 1.
 
-The session builds the image (or reuses buildah's cache) with scripts/image-build.sh. buildah
-or docker-registry missing, or not root (mount and chroot need it): skip, except under
-``CI=true`` where that fails, so that CI cannot go green by running nothing.
+The session builds the image (or reuses buildah's cache) with scripts/image-build.sh, which
+installs buildah and debootstrap when they are missing; docker-registry missing is installed by
+scripts/system-deps.sh. Not root (mount and chroot need it), or an install that fails: skip,
+except under ``CI=true`` where that fails, so that CI cannot go green by running nothing.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import httpx
 import pytest
@@ -30,6 +30,7 @@ import trustme
 from imagecheck.testing.images import seed_samples
 from imagecheck.testing.registry import LocalRegistry, TLSFiles, find_registry_binary
 from tests.image.conftest import IMAGE_SIZE_KEY
+from tests.tools import skip_or_fail, system_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "scripts" / "image-build.sh"
@@ -40,12 +41,6 @@ NONROOT = "65532:65532"
 BUILDAH_ENV = {"STORAGE_DRIVER": "vfs", "BUILDAH_ISOLATION": "chroot"}
 
 pytestmark = pytest.mark.timeout(900)
-
-
-def _unavailable(reason: str) -> NoReturn:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: image tests must run)")
-    pytest.skip(reason)
 
 
 def _buildah(*args: str) -> str:
@@ -65,10 +60,8 @@ class Image:
 
 @pytest.fixture(scope="session")
 def image() -> Iterator[Image]:
-    if shutil.which("buildah") is None:
-        _unavailable("buildah is not installed: scripts/image-build.sh installs it")
     if os.geteuid() != 0:
-        _unavailable("building and running the image here needs root (mount, chroot)")
+        skip_or_fail("building and running the image here needs root (mount, chroot)")
     env = os.environ | {"IMAGECHECK_IMAGE": IMAGE}
     built = subprocess.run([BUILD], env=env, capture_output=True, text=True, check=False)
     if built.returncode != 0:
@@ -103,7 +96,7 @@ class Registry:
 def storage(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One registry storage, seeded with the samples through a no-auth registry."""
     if find_registry_binary() is None:
-        _unavailable("docker-registry is not installed: make system-deps")
+        system_tool("docker-registry")
     work = tmp_path_factory.mktemp("image-registry")
     with LocalRegistry(work / "seed", storage=work / "storage") as seeder, httpx.Client() as c:
         seed_samples(c, seeder.url)

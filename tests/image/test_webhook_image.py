@@ -3,15 +3,15 @@
 runtime would (read-only root, UID 65532, no capabilities, PID 1) answering real
 ``AdmissionReview`` requests about images in a real registry.
 
-Same rules as test_image.py (whose helpers and registry fixtures this reuses): buildah or
-docker-registry missing, or not root: skip, except under ``CI=true`` where that fails.
+Same rules as test_image.py (whose helpers and registry fixtures this reuses): the build
+installs its tools; not root, or an install that fails: skip, except under ``CI=true`` where
+that fails.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -32,12 +32,12 @@ from tests.image.test_image import (
     Registry,
     _buildah,
     _find_entrypoint,
-    _unavailable,
     _uncompressed_size,
     registry,  # noqa: F401 - a fixture, used by name
     storage,  # noqa: F401 - a fixture, used by registry
 )
 from tests.integration.test_webhook import admission_review, workload
+from tests.tools import skip_or_fail
 
 WEBHOOK_IMAGE = os.environ.get("IMAGECHECK_WEBHOOK_IMAGE", "localhost/imagecheck-webhook:dev")
 MAX_SIZE = 45_000_000
@@ -66,10 +66,8 @@ class _SizeReport:
 
 @pytest.fixture(scope="session")
 def webhook_image(pytestconfig: pytest.Config) -> Iterator[Image]:
-    if shutil.which("buildah") is None:
-        _unavailable("buildah is not installed: scripts/image-build.sh installs it")
     if os.geteuid() != 0:
-        _unavailable("building and running the image here needs root (mount, chroot)")
+        skip_or_fail("building and running the image here needs root (mount, chroot)")
     if not pytestconfig.pluginmanager.has_plugin("imagecheck-webhook-image-size"):
         pytestconfig.pluginmanager.register(_SizeReport(), "imagecheck-webhook-image-size")
     env = os.environ | {"IMAGECHECK_IMAGE": WEBHOOK_IMAGE}
