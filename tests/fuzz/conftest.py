@@ -2,8 +2,9 @@
 
 Profiles (``HYPOTHESIS_PROFILE``): ``ci`` (the default under ``CI=true``: derandomized, so a
 CI run is reproducible, and no example database), ``dev`` (the default elsewhere: random,
-failures kept in ``tests/fuzz/.hypothesis`` and replayed first) and ``long`` (random, 20x the
-examples, for a campaign). Every property sets its example count with :func:`examples`.
+failures kept in ``tests/fuzz/.hypothesis`` and replayed first), ``long`` (random, 20x the
+examples, for a campaign) and ``explore`` (as ``dev``, without the known attacks that every
+other profile runs first). Every property sets its example count with :func:`examples`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ settings.register_profile(
 )
 settings.register_profile("ci", settings.get_profile("dev"), derandomize=True, database=None)
 settings.register_profile("long", settings.get_profile("dev"))
+# Random examples only: looks past the known attacks (run first otherwise, and a failing one
+# stops the property before any random example).
+settings.register_profile(
+    "explore",
+    settings.get_profile("dev"),
+    phases=[Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or (
     "ci" if os.environ.get("CI") == "true" else "dev"
 )

@@ -49,6 +49,15 @@ def assert_process_bounds(done: Finished, *, time_bound: float, netlog: Path) ->
     assert off_machine == "", f"tried to leave the machine: {off_machine}\n{done!r}"
 
 
+def assert_deadline(done: Finished, first_contact: float | None, deadline: float) -> None:
+    """Over by ``deadline`` + 1 s after it first contacted the registry (the run's deadline
+    starts about then; start-up before it is the time bound's allowance)."""
+    if first_contact is None:
+        return
+    late = done.ended - first_contact
+    assert late <= deadline + 1, f"ended {late:.2f}s after its first request\n{done!r}"
+
+
 def assert_no_secret(secrets: Iterable[str], *texts: str) -> None:
     for secret in secrets:
         for text in texts:

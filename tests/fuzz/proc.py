@@ -58,6 +58,7 @@ class Finished:
     stderr_size: int
     elapsed: float
     max_rss_mib: float
+    ended: float  # time.monotonic() when it was reaped
 
     @property
     def out(self) -> str:
@@ -122,7 +123,8 @@ def run_bounded(
         except BrokenPipeError:
             pass
         status, rss_kib, killed = _wait(proc, started + kill_after)
-        elapsed = time.monotonic() - started
+        ended = time.monotonic()
+        elapsed = ended - started
         proc.returncode = os.waitstatus_to_exitcode(status)
         _kill_session(proc.pid)  # helpers it left behind
         stdout, stdout_size = _read(out)
@@ -135,6 +137,7 @@ def run_bounded(
         stderr_size,
         elapsed,
         rss_kib / 1024,
+        ended,
     )
 
 

@@ -534,6 +534,7 @@ class StandIn:
         self._counts: Counter[Role] = Counter()
         self._journal: list[Exchange] = []
         self._tls_hellos = 0
+        self._first_contact: float | None = None
         self._slots = threading.BoundedSemaphore(max_connections)
         self._live: dict[threading.Thread, socket.socket] = {}
         self._listeners = {
@@ -609,6 +610,9 @@ class StandIn:
                 continue
             except OSError:
                 return
+            with self._lock:
+                if self._first_contact is None:
+                    self._first_contact = time.monotonic()
             while not self._slots.acquire(timeout=0.1):
                 if self.stopping.is_set():
                     sock.close()
@@ -643,6 +647,7 @@ class StandIn:
             self._counts.clear()
             self._journal.clear()
             self._tls_hellos = 0
+            self._first_contact = None
 
     def decide(self, listener: str, role: Role, request: _Request) -> tuple[Action, int]:
         with self._lock:
@@ -665,6 +670,12 @@ class StandIn:
     def count_tls(self) -> None:
         with self._lock:
             self._tls_hellos += 1
+
+    def first_contact(self) -> float | None:
+        """When (``time.monotonic()``) this example's first connection came in: the client's
+        start-up was over by then."""
+        with self._lock:
+            return self._first_contact
 
     def exchanges(self) -> list[Exchange]:
         with self._lock:

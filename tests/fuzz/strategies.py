@@ -464,9 +464,9 @@ assert set(ROLE_ACTIONS) == set(ROLES)
 
 
 BEARER_PING = _with(401, ("WWW-Authenticate", f'Bearer realm="http://{SELF}/token",service="fuzz"'))
-_BASIC_PING = _with(401, ("WWW-Authenticate", 'Basic realm="fuzz"'))
-_OPEN_PING = _with(200, ("Content-Type", "application/json"), body=b"{}")
-plain_pings = st.sampled_from([BEARER_PING, BEARER_PING, _BASIC_PING, _OPEN_PING])
+BASIC_PING = _with(401, ("WWW-Authenticate", 'Basic realm="fuzz"'))
+OPEN_PING = _with(200, ("Content-Type", "application/json"), body=b"{}")
+plain_pings = st.sampled_from([BEARER_PING, BEARER_PING, BASIC_PING, OPEN_PING])
 error_statuses = st.one_of(
     st.sampled_from([500, 503, 429, 400, 418, 404, 401, 403]), st.integers(100, 599)
 )
@@ -565,3 +565,106 @@ secrets_with_canary = st.builds(
     ),
     st.one_of(st.just(""), st.sampled_from(["\x1b[31m", "\t", "\x00", " ", "é", "\u202e"])),
 )
+
+
+# -- known attacks ---------------------------------------------------------------------------
+
+_JSON = ("Content-Type", "application/json")
+
+
+def _deep(prefix: bytes) -> DeepJson:
+    return DeepJson(100000, prefix)
+
+
+# Each is run first, every time (``@example``), whatever hypothesis then explores: the attack
+# classes of issue #10, so that a fix that regresses is caught on every run.
+KNOWN_ATTACKS: dict[str, Script] = {
+    "gzip bomb as the ping's body": Script({"ping": (Reply(200, (_JSON,), GzipBomb()),)}),
+    "endless ping body": Script(
+        {"ping": (Reply(200, (_JSON,), Endless(64 * 1024 * 1024), framing="close"),)}
+    ),
+    "gzip bomb as an error body": Script(
+        {"ping": (OPEN_PING,), "manifest": (Reply(500, (_JSON,), GzipBomb()),)}
+    ),
+    "gzip bomb as the token answer": Script(
+        {"ping": (BEARER_PING,), "token": (Reply(200, (_JSON,), GzipBomb()),)}
+    ),
+    "deep JSON error body": Script(
+        {"ping": (OPEN_PING,), "manifest": (Reply(500, (_JSON,), _deep(b'{"errors":')),)}
+    ),
+    "deep JSON token answer": Script(
+        {"ping": (BEARER_PING,), "token": (Reply(200, (_JSON,), _deep(b'{"token":')),)}
+    ),
+    "deep JSON manifest, read for --platform": Script(
+        {"manifest": (Reply(200, (_JSON, ("Docker-Content-Digest", SHA)), _deep(b"")),)}
+    ),
+    "expires_in too big for a float": Script(
+        {
+            "ping": (BEARER_PING,),
+            "token": (Reply(200, (_JSON,), b'{"token": "t", "expires_in": ' + b"9" * 400 + b"}"),),
+        }
+    ),
+    "expires_in past the integer-string limit": Script(
+        {
+            "ping": (BEARER_PING,),
+            "token": (Reply(200, (_JSON,), b'{"token": "t", "expires_in": ' + b"9" * 5000 + b"}"),),
+        }
+    ),
+    "redirect to the metadata address": Script(
+        {"manifest": (Reply(302, (("Location", "http://169.254.169.254/latest/meta-data/"),)),)}
+    ),
+    "redirect to metadata, decimal spelling": Script(
+        {"manifest": (Reply(307, (("Location", "http://2852039166/computeMetadata/v1/"),)),)}
+    ),
+    "token realm redirects to metadata": Script(
+        {
+            "ping": (BEARER_PING,),
+            "token": (Reply(302, (("Location", "http://[fd00:ec2::254]/latest/api/token"),)),),
+        }
+    ),
+    "redirect to another origin": Script(
+        {"manifest": (Reply(307, (("Location", f"http://{ELSEWHERE}/v2/repo/manifests/tag"),)),)}
+    ),
+    "ANSI and newlines in an OCI error": Script(
+        {
+            "manifest": (
+                Reply(
+                    400,
+                    (_JSON,),
+                    _json(
+                        {
+                            "errors": [
+                                {
+                                    "code": "\x1b[32mFOUND",
+                                    "message": "ok\nfound    forged:1  sha256:0\r\x1b[2K",
+                                }
+                            ]
+                        }
+                    ),
+                ),
+            )
+        }
+    ),
+    "control characters in the reason phrase": Script(
+        {"manifest": (Reply(503, reason="Busy\x1b[2J\x1b[H"),)}
+    ),
+    "registry echoes the credentials it was sent": Script(
+        {
+            "ping": (BASIC_PING,),
+            "manifest": (
+                Reply(
+                    400,
+                    (_JSON,),
+                    _json({"errors": [{"code": "X", "message": f"{AUTH} {AUTH_DECODED}"}]}),
+                ),
+            ),
+        }
+    ),
+    "Retry-After past any deadline": Script(
+        {"manifest": (Reply(503, (("Retry-After", "9" * 30),)),)}
+    ),
+    "ping that never answers": Script({"ping": (Hang(5.0),)}),
+    "manifest trickled a byte at a time": Script(
+        {"manifest": (Trickle(Reply(200, (_JSON,), Endless(1 << 20)), 0.01, 1),)}
+    ),
+}

@@ -13,14 +13,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import Credentials, StaticKeychain
+from imagecheck.platform import parse_platform
 from imagecheck.reference import parse_reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline
@@ -40,6 +42,7 @@ from tests.fuzz.standin import (
 )
 from tests.fuzz.strategies import (
     CANARY,
+    KNOWN_ATTACKS,
     b64,
     identifiers,
     repositories,
@@ -71,10 +74,18 @@ credentials = st.builds(Credential, st.sampled_from(CREDENTIAL_SOURCES), secrets
 
 
 def cli_args(
-    standin: StandIn, home: Path, image: str, output: str, cred: Credential, insecure: bool
+    standin: StandIn,
+    home: Path,
+    image: str,
+    output: str,
+    cred: Credential,
+    insecure: bool,
+    platform: str | None,
 ) -> tuple[list[str], bytes]:
     args = [IMAGECHECK, "check", image, "--deadline", str(DEADLINE), "--timeout", str(TIMEOUT)]
     args += ["-o", output, "--termination-log", str(home / "termination-log")]
+    if platform:  # a GET, and the manifest (and config blob) parsed
+        args += ["--platform", platform]
     if insecure:  # else credentials are withheld on plain HTTP, and never at risk
         args += ["--insecure-registry", standin.host]
     stdin = b""
@@ -113,7 +124,28 @@ def assert_answers_were_given(statuses: list[str], exchanges: list[Exchange]) ->
         assert 404 in sent, f"missing, yet the stand-in never answered 404: {exchanges!r}"
 
 
-@settings(max_examples=examples(45))
+PLATFORMS = (None, "linux/amd64")
+
+
+def platform_for(attack: str) -> str | None:
+    return "linux/amd64" if "platform" in attack else None
+
+
+def known_attacks_cli(test: Callable[..., None]) -> Callable[..., None]:
+    for name, script in reversed(KNOWN_ATTACKS.items()):
+        test = example(
+            script=script,
+            repository="repo",
+            identifier=":tag",
+            output="text",
+            cred=Credential("config auth", CANARY),
+            insecure=True,
+            platform=platform_for(name),
+        ).via(name)(test)
+    return test
+
+
+@settings(max_examples=examples(30))
 @given(
     script=scripts(),
     repository=repositories,
@@ -121,7 +153,9 @@ def assert_answers_were_given(statuses: list[str], exchanges: list[Exchange]) ->
     output=st.sampled_from(["text", "json"]),
     cred=credentials,
     insecure=st.booleans(),
+    platform=st.sampled_from(PLATFORMS),
 )
+@known_attacks_cli
 def test_check_process_against_a_hostile_registry(
     standin: StandIn,
     workdir: Path,
@@ -133,6 +167,7 @@ def test_check_process_against_a_hostile_registry(
     output: str,
     cred: Credential,
     insecure: bool,
+    platform: str | None,
 ) -> None:
     home = workdir / "check"
     home.mkdir(exist_ok=True)
@@ -141,13 +176,14 @@ def test_check_process_against_a_hostile_registry(
     netlog.write_text("")
     standin.configure(script)
     image = standin.ref(repository + identifier)
-    args, stdin = cli_args(standin, home, image, output, cred, insecure)
+    args, stdin = cli_args(standin, home, image, output, cred, insecure, platform)
 
     done = run_bounded(
-        args, env=child_env(home, netlog), stdin=stdin, kill_after=DEADLINE + 10 + allowance
+        args, env=child_env(home, netlog), stdin=stdin, kill_after=DEADLINE + 4 + allowance
     )
 
     judge.assert_process_bounds(done, time_bound=DEADLINE + 1 + allowance, netlog=netlog)
+    judge.assert_deadline(done, standin.first_contact(), DEADLINE)
     judge.assert_no_secret(cred.secrets(), done.out, done.err)
     judge.assert_termination_log(termination_log, cred.secrets())
     assert_no_credentials_elsewhere(standin.exchanges(), cred)
@@ -184,19 +220,39 @@ def tame(script: Script) -> Script:
     return Script({role: tuple(map(small, acts)) for role, acts in script.actions.items()})
 
 
-async def check_in_process(image: str, secret: str, host: str) -> CheckResult:
+async def check_in_process(image: str, secret: str, host: str, platform: str | None) -> CheckResult:
     options = ClientOptions(
-        timeout=IN_PROCESS_DEADLINE / 2, retries=2, insecure_registries=frozenset({host})
+        timeout=IN_PROCESS_DEADLINE / 2,
+        retries=2,
+        insecure_registries=frozenset({host}),
+        platform=parse_platform(platform) if platform else None,
     )
     keychain = StaticKeychain(Credentials(username=USER, password=secret, source="fuzz"))
     async with ImageChecker(options, keychain) as checker:
         return await checker.check(parse_reference(image), Deadline.after(IN_PROCESS_DEADLINE))
 
 
-@settings(max_examples=examples(150))
+def known_attacks_in_process(test: Callable[..., None]) -> Callable[..., None]:
+    for name, script in reversed(KNOWN_ATTACKS.items()):
+        test = example(
+            script=script,
+            repository="repo",
+            identifier=":tag",
+            secret=CANARY,
+            platform=platform_for(name),
+        ).via(name)(test)
+    return test
+
+
+@settings(max_examples=examples(100))
 @given(
-    script=scripts(), repository=repositories, identifier=identifiers, secret=secrets_with_canary
+    script=scripts(),
+    repository=repositories,
+    identifier=identifiers,
+    secret=secrets_with_canary,
+    platform=st.sampled_from(PLATFORMS),
 )
+@known_attacks_in_process
 def test_check_in_process_never_raises(
     standin: StandIn,
     guarded_here: Path,
@@ -204,6 +260,7 @@ def test_check_in_process_never_raises(
     repository: str,
     identifier: str,
     secret: str,
+    platform: str | None,
 ) -> None:
     guarded_here.write_text("")
     standin.configure(tame(script))
@@ -211,7 +268,9 @@ def test_check_in_process_never_raises(
     started = time.monotonic()
 
     result = asyncio.run(
-        asyncio.wait_for(check_in_process(image, secret, standin.host), IN_PROCESS_DEADLINE + 5)
+        asyncio.wait_for(
+            check_in_process(image, secret, standin.host, platform), IN_PROCESS_DEADLINE + 5
+        )
     )
 
     elapsed = time.monotonic() - started

@@ -316,7 +316,7 @@ def assert_answer(body: bytes, answer: Answer) -> None:
     judge.assert_no_secret(SECRETS, answer.body.decode("utf-8", "replace"))
 
 
-@settings(max_examples=examples(30))
+@settings(max_examples=examples(25))
 @example(script=Script({"ping": (BEARER_PING,)}), sent=[_many_images(3000)], idle=0)
 @given(
     script=scripts(),
