@@ -99,12 +99,22 @@ Body = bytes | Endless | GzipBomb | DeepJson
 
 @cache
 def gzip_bomb(inflated: int) -> bytes:
-    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    zeros = bytes(1024 * 1024)
-    parts = [compressor.compress(zeros) for _ in range(inflated // len(zeros))]
-    parts.append(compressor.compress(bytes(inflated % len(zeros))))
-    parts.append(compressor.flush())
-    return b"".join(parts)
+    """A gzip member inflating to ``inflated`` zero bytes, built in milliseconds: after a full
+    flush the compressor starts afresh, so every 1 MiB block of zeros compresses to the same
+    bytes, which are repeated rather than recomputed (compressing 256 MiB takes seconds)."""
+    block = 1024 * 1024
+    zeros = bytes(block)
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    segment = compressor.compress(zeros) + compressor.flush(zlib.Z_FULL_FLUSH)
+    count, rest = divmod(inflated, block)
+    tail = compressor.compress(bytes(rest)) + compressor.flush(zlib.Z_FINISH)
+    crc = 0
+    for _ in range(count):
+        crc = zlib.crc32(zeros, crc)
+    crc = zlib.crc32(bytes(rest), crc)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    trailer = struct.pack("<II", crc, inflated & 0xFFFFFFFF)
+    return header + segment * count + tail + trailer
 
 
 def body_size(body: Body) -> int:
