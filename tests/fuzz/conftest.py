@@ -60,6 +60,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.path.is_relative_to(_HERE):
             # Examples with 100 kB headers are the point here, not a mistake.
             item.add_marker(pytest.mark.filterwarnings("ignore:Generating overly large repr"))
+            # A property runs for a minute or two; shrinking a failure may take five more
+            # (hypothesis's own limit), and its report must not be lost to pytest-timeout.
+            item.add_marker(pytest.mark.timeout(900))
 
 
 def examples(n: int) -> int:

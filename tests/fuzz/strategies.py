@@ -37,7 +37,6 @@ from tests.fuzz.standin import (
     Hang,
     Raw,
     Reply,
-    Role,
     Script,
     Trickle,
     big,
@@ -395,10 +394,12 @@ def _with(status: int, *pairs: tuple[str, str], body: bytes = b"") -> Reply:
     return Reply(status, pairs, body)
 
 
+BEARER_PING = _with(401, ("WWW-Authenticate", f'Bearer realm="http://{SELF}/token",service="fuzz"'))
+BASIC_PING = _with(401, ("WWW-Authenticate", 'Basic realm="fuzz"'))
+OPEN_PING = _with(200, ("Content-Type", "application/json"), body=b"{}")
+plain_pings = st.sampled_from([BEARER_PING, BEARER_PING, BASIC_PING, OPEN_PING])
 _ping_actions = st.one_of(
-    st.just(_with(401, ("WWW-Authenticate", f'Bearer realm="http://{SELF}/token",service="f"'))),
-    st.just(_with(200, ("Content-Type", "application/json"), body=b"{}")),
-    st.just(_with(401, ("WWW-Authenticate", 'Basic realm="fuzz"'))),
+    plain_pings,
     replies(
         status=st.sampled_from([401, 401, 200, 404, 503]),
         head=st.lists(_header("WWW-Authenticate", challenges), min_size=1, max_size=3),
@@ -453,22 +454,8 @@ _other_actions = st.one_of(
     ),
     hostile_actions,
 )
-ROLE_ACTIONS: dict[Role, st.SearchStrategy[Action]] = {
-    "ping": _ping_actions,
-    "token": _token_actions,
-    "manifest": _manifest_actions,
-    "blob": hostile_actions,
-    "other": _other_actions,
-}
-assert set(ROLE_ACTIONS) == set(ROLES)
-
-
-BEARER_PING = _with(401, ("WWW-Authenticate", f'Bearer realm="http://{SELF}/token",service="fuzz"'))
-BASIC_PING = _with(401, ("WWW-Authenticate", 'Basic realm="fuzz"'))
-OPEN_PING = _with(200, ("Content-Type", "application/json"), body=b"{}")
-plain_pings = st.sampled_from([BEARER_PING, BEARER_PING, BASIC_PING, OPEN_PING])
 error_statuses = st.one_of(
-    st.sampled_from([500, 503, 429, 400, 418, 404, 401, 403]), st.integers(100, 599)
+    st.sampled_from([405, 400, 501, 500, 503, 429, 418, 404, 401, 403]), st.integers(100, 599)
 )
 hostile_bodies = st.one_of(
     oci_errors,
@@ -496,10 +483,13 @@ _SCENARIOS: dict[str, st.SearchStrategy[Script]] = {
     ),
     # A manifest answer, hostile in status, headers and body, after a plain ping.
     "manifest": _scenario(ping=_acts(plain_pings), manifest=_acts(_manifest_actions)),
-    # An error status whose body is deep JSON, a huge number, control characters, a stream.
+    # An error status whose body is deep JSON, a huge number, control characters, a stream:
+    # the HEAD is answered 405, so the GET that follows reads the body.
     "error body": _scenario(
         ping=_acts(plain_pings),
-        manifest=_acts(replies(status=error_statuses, body=hostile_bodies)),
+        manifest=st.tuples(
+            st.just(Reply(405)), replies(status=error_statuses, body=hostile_bodies)
+        ),
     ),
     # A redirect, from any step, to anywhere (other schemes, metadata, another origin, loops).
     "redirect": _scenario(
@@ -523,6 +513,8 @@ _SCENARIOS: dict[str, st.SearchStrategy[Script]] = {
     ),
     # The ping itself: any challenge, status, body.
     "ping": _scenario(ping=_acts(_ping_actions)),
+    # The blob an image config is read from (--platform, single manifests).
+    "blob": _scenario(ping=_acts(plain_pings), blob=_acts(hostile_actions)),
     "random": st.builds(
         Script,
         st.dictionaries(st.sampled_from(ROLES), _acts(hostile_actions), min_size=1),
@@ -608,7 +600,9 @@ KNOWN_ATTACKS: dict[str, Script] = {
     "expires_in past the integer-string limit": Script(
         {
             "ping": (BEARER_PING,),
-            "token": (Reply(200, (_JSON,), b'{"token": "t", "expires_in": ' + b"9" * 5000 + b"}"),),
+            "token": (
+                Reply(200, (_JSON,), b'{"token": "t", "expires_in": %s}' % big(5000, "9").encode()),
+            ),
         }
     ),
     "redirect to the metadata address": Script(

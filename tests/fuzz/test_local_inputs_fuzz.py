@@ -26,6 +26,7 @@ from imagecheck.sources import default_keychain
 from tests.fuzz import judge
 from tests.fuzz.conftest import examples
 from tests.fuzz.proc import IMAGECHECK, child_env, run_bounded
+from tests.fuzz.recipes import Content, Repeat, render
 from tests.fuzz.standin import SELF, Script, StandIn
 from tests.fuzz.strategies import BEARER_PING, CANARY, b64, json_values
 
@@ -44,13 +45,9 @@ WHERES = (
 
 @dataclass(frozen=True)
 class Doc:
-    """A credentials file's bytes, shown short."""
+    """A credentials file's content (bytes, or a recipe for a large one)."""
 
-    data: bytes
-
-    def __repr__(self) -> str:
-        shown = self.data if len(self.data) <= 300 else self.data[:300] + b"..."
-        return f"Doc({shown!r}, {len(self.data)} bytes)"
+    content: Content
 
 
 secrets = st.sampled_from(SECRET_SUFFIXES).map(lambda suffix: CANARY + suffix)
@@ -99,21 +96,26 @@ def _doc(value: Any) -> Doc:
     return Doc(json.dumps(value).encode())
 
 
+CRAFTED_DOCS: list[Content] = [
+    Repeat(b"[", 100000),
+    Repeat(b"[", 5000, prefix=b'{"auths": '),
+    Repeat(b"9", 5000, prefix=b'{"auths": {}, "n": ', suffix=b"}"),
+    b"\xff\xfe\x00\x00",
+    b"",
+    b"{",
+    Repeat(
+        b"QQ==",
+        50000,
+        prefix=b'{"auths": {"' + SELF.encode() + b'": {"auth": "',
+        suffix=b'"}}}',
+    ),
+]
+
 documents = st.one_of(
     configs.map(_doc),
     st.dictionaries(_keys, entries, max_size=2).map(_doc),  # .dockercfg: no "auths"
     json_values.map(_doc),
-    st.sampled_from(
-        [
-            b"[" * 100000,
-            b'{"auths": ' + b"[" * 5000,
-            b'{"auths": {}, "n": ' + b"9" * 5000 + b"}",
-            b"\xff\xfe\x00\x00",
-            b"",
-            b"{",
-            b'{"auths": {"' + SELF.encode() + b'": {"auth": "' + b"QQ==" * 50000 + b'"}}}',
-        ]
-    ).map(Doc),
+    st.sampled_from(CRAFTED_DOCS).map(Doc),
     st.binary(max_size=100).map(Doc),
 )
 
@@ -123,7 +125,7 @@ class Helper:
     """What ``docker-credential-fuzz get`` does: prints ``stdout`` (or ``big`` bytes),
     ``stderr``, sleeps ``sleep`` seconds, exits ``code``."""
 
-    stdout: bytes = b""
+    stdout: Content = b""
     stderr: bytes = b""
     code: int = 0
     sleep: float = 0.0
@@ -136,7 +138,8 @@ helpers = st.builds(
         st.just(json.dumps({"Username": "fuzz", "Secret": CANARY}).encode()),
         st.just(json.dumps({"Username": "<token>", "Secret": CANARY}).encode()),
         json_values.map(lambda v: json.dumps(v).encode()),
-        st.sampled_from([b"[" * 100000, b"9" * 5000, b"\xff\xfe", b"", b"credentials not found"]),
+        st.sampled_from([Repeat(b"[", 100000), Repeat(b"9", 5000)]),
+        st.sampled_from([b"\xff\xfe", b"", b"credentials not found"]),
         st.binary(max_size=60),
     ),
     st.one_of(
@@ -165,7 +168,7 @@ def install_helper(bindir: Path, helper: Helper) -> None:
     script = bindir / f"docker-credential-{HELPER}"
     script.write_text(_HELPER_SCRIPT, encoding="ascii")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    (bindir / "out.bin").write_bytes(helper.stdout)
+    (bindir / "out.bin").write_bytes(render(helper.stdout))
     (bindir / "err.bin").write_bytes(helper.stderr)
     (bindir / "code").write_text(str(helper.code))
     (bindir / "sleep").write_text(str(helper.sleep))
@@ -204,7 +207,7 @@ def test_reading_credentials_works_or_is_one_usage_error(
     standin: StandIn, tmp_path_factory: pytest.TempPathFactory, doc: Doc, where: str
 ) -> None:
     home = tmp_path_factory.mktemp("creds", numbered=True)
-    data = doc.data.replace(SELF.encode(), standin.host.encode())
+    data = render(doc.content).replace(SELF.encode(), standin.host.encode())
     args, env = place(data, where, home)
     options = dict(zip(args[::2], args[1::2], strict=True))
     # No default config from this machine; no helper on PATH (the process test runs them).
@@ -242,8 +245,12 @@ def test_reading_credentials_works_or_is_one_usage_error(
     where="--docker-config",
     helper=Helper(stdout=b"\xff\xfe"),
 ).via("a credential helper that prints invalid UTF-8")
-@example(doc=Doc(b"[" * 100000), where="--docker-config", helper=Helper())
-@example(doc=Doc(b'{"n": ' + b"9" * 5000 + b"}"), where="--pull-secret", helper=Helper())
+@example(doc=Doc(Repeat(b"[", 100000)), where="--docker-config", helper=Helper())
+@example(
+    doc=Doc(Repeat(b"9", 5000, prefix=b'{"n": ', suffix=b"}")),
+    where="--pull-secret",
+    helper=Helper(),
+)
 @example(
     doc=_doc({"auths": {SELF: {"registrytoken": CANARY + "\r\nX-Injected: 1"}}}),
     where="--docker-config",
@@ -273,7 +280,7 @@ def test_check_process_with_hostile_credentials(
     # The registry asks for a token (Basic credentials or a registry token), and finds the
     # image with or without them.
     standin.configure(Script({"ping": (BEARER_PING,)}))
-    data = doc.data.replace(SELF.encode(), standin.host.encode())
+    data = render(doc.content).replace(SELF.encode(), standin.host.encode())
     args, env = place(data, where, home)
     argv = [IMAGECHECK, "check", standin.ref("repo:tag"), "--deadline", str(DEADLINE)]
     argv += ["--insecure-registry", standin.host, "--termination-log", str(termination_log)]

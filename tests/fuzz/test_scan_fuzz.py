@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from tests.fuzz import judge
 from tests.fuzz.conftest import examples
 from tests.fuzz.proc import IMAGECHECK, child_env, run_bounded
+from tests.fuzz.recipes import Content, Nest, Numbered, Repeat, render
 from tests.fuzz.standin import SELF, Script, StandIn
 from tests.fuzz.strategies import NASTY_TEXT
 
@@ -83,32 +84,41 @@ def _yaml(documents: list[Any]) -> bytes:
     return yaml.safe_dump_all(documents, allow_unicode=True).encode()
 
 
-def merge_chain(n: int) -> bytes:
+def merge_chain(n: int) -> Numbered:
     """``n`` mappings, each merging the one before: a key lookup follows all of them."""
-    lines = [f"m0: &m0 {{image: '{SELF}/repo:tag'}}"]
-    lines += [f"m{i}: &m{i} {{<<: *m{i - 1}}}" for i in range(1, n)]
-    lines.append(f"kind: Pod\nspec:\n  containers:\n    - <<: *m{n - 1}")
-    return "\n".join(lines).encode() + b"\n"
+    return Numbered(
+        "m{i}: &m{i} {{<<: *m{j}}}\n",
+        n,
+        prefix=f"m0: &m0 {{image: '{SELF}/repo:tag'}}\n",
+        suffix="kind: Pod\nspec:\n  containers:\n    - <<: *m{n}\n",
+    )
 
 
-def laughs(n: int) -> bytes:
+def laughs(n: int) -> Numbered:
     """Billion laughs: each level a list of ten aliases to the level below."""
-    lines = [f"l0: &l0 {{name: c, image: '{SELF}/repo:tag'}}"]
-    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, n)]
-    lines.append(f"kind: Pod\nspec:\n  containers: *l{n - 1}")
-    return "\n".join(lines).encode() + b"\n"
+    return Numbered(
+        "l{i}: &l{i} [" + ", ".join(["*l{j}"] * 10) + "]\n",
+        n,
+        prefix=f"l0: &l0 {{name: c, image: '{SELF}/repo:tag'}}\n",
+        suffix="kind: Pod\nspec:\n  containers: *l{n}\n",
+    )
 
 
-def arg_doubling(n: int) -> bytes:
+def arg_doubling(n: int) -> Numbered:
     """``ARG A1=${A0}${A0}`` ... : 2**n characters if every substitution is made."""
-    lines = ["ARG A0=ab"] + [f"ARG A{i}=${{A{i - 1}}}${{A{i - 1}}}" for i in range(1, n)]
-    lines.append(f"FROM {SELF}/${{A{n - 1}}}:tag")
-    return "\n".join(lines).encode() + b"\n"
+    return Numbered(
+        "ARG A{i}=${{A{j}}}${{A{j}}}\n",
+        n,
+        prefix="ARG A0=ab\n",
+        suffix=f"FROM {SELF}/${{{{A{{n}}}}}}:tag\n",
+    )
 
 
-def nested_defaults(n: int) -> bytes:
+def nested_defaults(n: int) -> Nest:
     """``${A:-${A:-${A:- ... }}}`` ``n`` deep."""
-    return f"FROM {SELF}/{'${A:-' * n}repo{'}' * n}:tag\n".encode()
+    return Nest(
+        b"${A:-", b"}", n, prefix=f"FROM {SELF}/".encode(), middle=b"repo", suffix=b":tag\n"
+    )
 
 
 yaml_texts = st.one_of(
@@ -125,10 +135,14 @@ yaml_texts = st.one_of(
     st.sampled_from([4, 7]).map(laughs),
     st.sampled_from(
         [
-            b"[" * 100000,
-            b"{a: " * 50000,
-            b"---\n" * 100000,
-            b"kind: Pod\nspec:\n  containers:\n" + b"    - {image: x}\n" * 20000,
+            Repeat(b"[", 100000),
+            Repeat(b"{a: ", 50000),
+            Repeat(b"---\n", 100000),
+            Repeat(b"    - {image: x}\n", 20000, prefix=b"kind: Pod\nspec:\n  containers:\n"),
+        ]
+    ),
+    st.sampled_from(
+        [
             b"a: *undefined\n",
             b"kind: Pod\nspec: {containers: [{image: \x01\x02}]}\n",
             b"\xef\xbb\xbfkind: Pod\n\t- broken",
@@ -145,11 +159,15 @@ dockerfile_texts = st.one_of(
     st.sampled_from([50, 5000]).map(nested_defaults),
     st.sampled_from(
         [
-            b"FROM \\\n" * 100000,
+            Repeat(b"FROM \\\n", 100000),
+            Repeat(b"FROM nothing\n", 1000, prefix=b"RUN <<EOF\n"),
+            Nest(b"A", b"A", 100000, prefix=b"ARG ", middle=b"\nFROM ${", suffix=b"}\n"),
+        ]
+    ),
+    st.sampled_from(
+        [
             b"# escape=`\nFROM " + SELF.encode() + b"/repo:tag `\n AS x\n",
-            b"RUN <<EOF\n" + b"FROM nothing\n" * 1000,
             b"FROM --platform=$BUILDPLATFORM " + SELF.encode() + b"/repo:tag\n",
-            b"ARG " + b"A" * 100000 + b"\nFROM ${" + b"A" * 100000 + b"}\n",
         ]
     ),
     st.binary(max_size=300),
@@ -159,11 +177,7 @@ dockerfile_texts = st.one_of(
 @dataclass(frozen=True)
 class File:
     path: str
-    data: bytes
-
-    def __repr__(self) -> str:
-        shown = self.data if len(self.data) <= 200 else self.data[:200] + b"..."
-        return f"File({self.path!r}, {shown!r}, {len(self.data)} bytes)"
+    content: Content
 
 
 files = st.one_of(
@@ -182,7 +196,7 @@ def make_tree(top: Path, entries: list[File], special: list[str], host: str) -> 
     for entry in entries:
         path = top / entry.path
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(entry.data.replace(SELF.encode(), host.encode()))
+        path.write_bytes(render(entry.content).replace(SELF.encode(), host.encode()))
     for kind in special:
         if kind == "fifo":
             os.mkfifo(top / "fifo.yaml")
@@ -227,7 +241,7 @@ def judge_output(done: Any, output: str) -> None:
 @example(entries=[File("deploy.yaml", merge_chain(3000))], special=[], output="text").via(
     "a chain of 3000 merge keys"
 )
-@example(entries=[File("Dockerfile", b"FROM \\\n" * 100000)], special=[], output="text").via(
+@example(entries=[File("Dockerfile", Repeat(b"FROM \\\n", 100000))], special=[], output="text").via(
     "100,000 continuation lines"
 )
 @example(entries=[], special=["fifo"], output="text").via("a FIFO named like a manifest")

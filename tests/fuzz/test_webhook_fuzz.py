@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import ssl
 import subprocess
@@ -28,6 +29,7 @@ from hypothesis import strategies as st
 from tests.fuzz import judge
 from tests.fuzz.conftest import examples
 from tests.fuzz.proc import IMAGECHECK, RSS_LIMIT_MIB, child_env, under_limit
+from tests.fuzz.recipes import Content, Repeat, render
 from tests.fuzz.standin import SELF, Script, StandIn
 from tests.fuzz.strategies import (
     BEARER_PING,
@@ -181,7 +183,8 @@ def reviews(draw: st.DrawFn) -> dict[str, Any]:
     containers = draw(st.lists(_images, max_size=4))
     many = draw(st.sampled_from([0, 0, 0, 300, 3000]))
     main = [(f"c{i}", image) for i, image in enumerate(containers)]
-    main += [(f"m{i}", f"{SELF}/many:t{i}") for i in range(many)]
+    if many:
+        main.append(("many", f"@@MANY{many}@@"))
     init = [("init", image) for image in draw(st.lists(_images, max_size=1))]
     obj = workload(kind, pod_spec(init, main, []), name=draw(st.text(max_size=20)))
     if draw(st.booleans()):
@@ -219,17 +222,25 @@ def mutated_reviews(draw: st.DrawFn) -> dict[str, Any]:
     return review
 
 
+_MANY = re.compile(rb'\{"name": "many", "image": "@@MANY(\d+)@@", "resources": \{\}\}')
+
+
+def _expand_many(match: re.Match[bytes]) -> bytes:
+    return b", ".join(
+        b'{"name": "m%d", "image": "%s/many:t%d"}' % (i, SELF.encode(), i)
+        for i in range(int(match.group(1)))
+    )
+
+
 @dataclass(frozen=True)
 class Sent:
-    """A request body, shown short in reports (reviews of thousands of images)."""
+    """A request body as drawn: small (a recipe, or a container standing for ``n``)."""
 
-    data: bytes
+    content: Content
 
-    def __repr__(self) -> str:
-        if len(self.data) <= 400:
-            return f"Sent({self.data!r})"
-        images = self.data.count(b'"image"')
-        return f"Sent({self.data[:300]!r} ... {len(self.data)} bytes, {images} images)"
+    @property
+    def data(self) -> bytes:
+        return _MANY.sub(_expand_many, render(self.content))
 
 
 def _sent(value: Any) -> Sent:
@@ -237,29 +248,36 @@ def _sent(value: Any) -> Sent:
 
 
 def _many_images(n: int) -> Sent:
-    main = [(f"m{i}", f"{SELF}/many:t{i}") for i in range(n)]
-    return _sent(admission_review(workload("Pod", pod_spec([], main, [])), uid="many"))
+    spec = pod_spec([], [("many", f"@@MANY{n}@@")], [])
+    return _sent(admission_review(workload("Pod", spec), uid="many"))
+
+
+CRAFTED_BODIES: list[Content] = [
+    Repeat(b"[", 100000),
+    Repeat(
+        b"[",
+        100000,
+        prefix=b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":',
+    ),
+    Repeat(b"9", 5000, prefix=b'{"kind":"AdmissionReview","request":{"uid":', suffix=b"}}"),
+    Repeat(
+        b'{"image": "x"}, ',
+        5000,
+        prefix=b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": '
+        b'{"uid": "u", "object": {"kind": "Pod", "spec": {"containers": [',
+        suffix=b"{}]}}}}",
+    ),
+    b"\xff\xfe{}",
+    b"",
+    b"null",
+]
 
 
 bodies = st.one_of(
     reviews().map(_sent),
     mutated_reviews().map(_sent),
     json_values.map(_sent),
-    st.sampled_from(
-        [
-            b"[" * 100000,
-            b'{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":'
-            + b"[" * 100000,
-            b'{"kind":"AdmissionReview","request":{"uid":' + b"9" * 5000 + b"}}",
-            b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": '
-            b'{"uid": "u", "object": {"kind": "Pod", "spec": {"containers": '
-            + b'[{"image": "x"}, ' * 5000
-            + b"{}]}}}}",
-            b"\xff\xfe{}",
-            b"",
-            b"null",
-        ]
-    ).map(Sent),
+    st.sampled_from(CRAFTED_BODIES).map(Sent),
     st.binary(max_size=200).map(Sent),
 )
 
