@@ -261,7 +261,7 @@ CRAFTED_BODIES: list[Content] = [
     ),
     Repeat(b"9", 5000, prefix=b'{"kind":"AdmissionReview","request":{"uid":', suffix=b"}}"),
     Repeat(
-        b'{"image": "x"}, ',
+        b'{"image": "%s/x:1"}, ' % SELF.encode(),
         5000,
         prefix=b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": '
         b'{"uid": "u", "object": {"kind": "Pod", "spec": {"containers": [',
