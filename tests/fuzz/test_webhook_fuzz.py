@@ -335,7 +335,9 @@ def assert_answer(body: bytes, answer: Answer) -> None:
 
 
 @settings(max_examples=examples(25))
-@example(script=Script({"ping": (BEARER_PING,)}), sent=[_many_images(3000)], idle=0)
+@example(script=Script({"ping": (BEARER_PING,)}), sent=[_many_images(10000)], idle=0).via(
+    "a review of 10,000 images"
+)
 @given(
     script=scripts(),
     sent=st.lists(bodies, min_size=1, max_size=3),
