@@ -33,11 +33,13 @@ from imagecheck.auth import (
 from imagecheck.bounded import (
     MAX_ERROR_BODY,
     MAX_MANIFEST_SIZE,
+    authorization_secrets,
     bound_body,
     parse_json,
     printable,
     read_capped,
     read_prefix,
+    redact,
 )
 from imagecheck.challenge import pick_challenge
 from imagecheck.credentials import (
@@ -678,12 +680,14 @@ def _reason(response: httpx.Response, body: bytes) -> str:
     except ProtocolError:
         data = None  # not JSON, or hostile JSON: no reason in it
     errors = data.get("errors") if isinstance(data, dict) else None
+    # A registry may echo what it was sent; never print the credentials back.
+    sent = authorization_secrets(response.request.headers.get("Authorization"))
     if isinstance(errors, list) and errors and isinstance(errors[0], dict):
         code, message = errors[0].get("code"), errors[0].get("message")
         words = [w for w in (code, message) if isinstance(w, str) and w]
         if words:
-            return printable(": ".join(words))
-    return printable(response.reason_phrase) or "no reason given"
+            return printable(redact(": ".join(words), sent))
+    return printable(redact(response.reason_phrase, sent)) or "no reason given"
 
 
 def _denied_message(ref: Reference, auth: RegistryAuth, status: int) -> str:

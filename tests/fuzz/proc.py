@@ -2,10 +2,11 @@
 limit, a wall-clock limit, the network guard, and its peak memory measured.
 
 * **Memory**: ``RLIMIT_AS`` (:data:`ADDRESS_SPACE_LIMIT`) is set by a tiny ``python -S``
-  wrapper that then ``exec``s the command (``preexec_fn`` is not safe with the stand-in's
-  threads running in this process). It is the safety net that keeps a gzip bomb from taking
-  the machine down; the property itself is on the peak resident set, read from
-  ``os.wait4``'s ``ru_maxrss`` (:data:`RSS_LIMIT_MIB`). A normal ``check`` peaks near 35 MiB.
+  launcher (``preexec_fn`` is not safe with the stand-in's threads running in this process).
+  It is the safety net that keeps a gzip bomb from taking the machine down; the property
+  itself is on the command's own peak resident set (:data:`RSS_LIMIT_MIB`), which the
+  launcher measures (``tests/peak.py``: this process's ``wait4`` would report at least this
+  test process's own peak). A normal ``check`` peaks near 35 MiB.
 * **Time**: the process is killed (its whole session: credential helpers too) at
   ``kill_after`` seconds; the property compares the elapsed time with its own bound.
 * **Network**: ``tests/fuzz/site`` on ``PYTHONPATH`` installs :mod:`tests.fuzz.netguard`.
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from tests.fuzz import netguard
+from tests.peak import launched, peak_kib
 
 FUZZ_DIR = Path(__file__).resolve().parent
 SITE_DIR = FUZZ_DIR / "site"
@@ -104,8 +106,13 @@ def run_bounded(
     cwd: Path | None = None,
 ) -> Finished:
     """Run ``argv`` under the address-space limit; kill it at ``kill_after`` seconds."""
-    wrapper = under_limit(argv)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.TemporaryDirectory() as scratch,
+    ):
+        report = Path(scratch) / "peak"
+        wrapper = launched(argv, address_space=ADDRESS_SPACE_LIMIT, report=report)
         started = time.monotonic()
         proc = subprocess.Popen(
             wrapper,
@@ -122,7 +129,8 @@ def run_bounded(
             proc.stdin.close()
         except BrokenPipeError:
             pass
-        status, rss_kib, killed = _wait(proc, started + kill_after)
+        status, killed = _wait(proc, started + kill_after)
+        rss_kib = peak_kib(report) or 0  # none when killed: the time property fails then
         ended = time.monotonic()
         elapsed = ended - started
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -141,14 +149,14 @@ def run_bounded(
     )
 
 
-def _wait(proc: subprocess.Popen[bytes], kill_at: float) -> tuple[int, int, bool]:
-    """Reap ``proc`` with its resource usage; kill its session at ``kill_at``."""
+def _wait(proc: subprocess.Popen[bytes], kill_at: float) -> tuple[int, bool]:
+    """Reap ``proc``; kill its session at ``kill_at``."""
     killed = False
     delay = 0.002
     while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        pid, status = os.waitpid(proc.pid, os.WNOHANG)
         if pid:
-            return status, usage.ru_maxrss, killed
+            return status, killed
         if not killed and time.monotonic() >= kill_at:
             killed = True
             _kill_session(proc.pid)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import resource
+import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.integration.conftest import RegistryEndpoint
+from tests.peak import launched, peak_kib
 
 
 @dataclass(frozen=True)
@@ -83,36 +83,35 @@ def run_cli_measured(
     timeout: float = 60,
     address_space_limit: int = 2 << 30,
 ) -> MeasuredRun:
-    """:func:`run_cli`, measuring the process's peak RSS (``wait4``'s ``ru_maxrss``: this
-    child's own, not the largest of every child the test process ever had).
+    """:func:`run_cli`, measuring the CLI process's own peak RSS (see ``tests/peak.py`` for
+    why a launcher measures it, not this process's ``wait4``).
 
     ``address_space_limit`` (RLIMIT_AS) only protects the machine from a run that would
     hold gigabytes: such a run fails with MemoryError, as it would fail the RSS assertion."""
-    argv = [sys.executable, "-c", _LIMITED, str(address_space_limit), *args]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=_cli_env(home, env)
+    with tempfile.TemporaryDirectory() as scratch:
+        report = Path(scratch) / "peak"
+        argv = launched(
+            [sys.executable, "-m", "imagecheck", *args],
+            address_space=address_space_limit,
+            report=report,
         )
-        status, usage = _wait4(proc, timeout)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(), err.read().decode()
-    code = os.waitstatus_to_exitcode(status)
-    return MeasuredRun(code, stdout, stderr, usage.ru_maxrss / 1024)
-
-
-def _wait4(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, resource.struct_rusage]:
-    deadline = time.monotonic() + timeout
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
-            return status, usage
-        if time.monotonic() > deadline:
-            proc.kill()
-            proc.wait()
-            raise subprocess.TimeoutExpired(proc.args, timeout)
-        time.sleep(0.02)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_cli_env(home, env),
+            start_new_session=True,  # the launcher and the CLI: killed together on timeout
+        )
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+        peak = peak_kib(report)
+    assert peak is not None, "the launcher did not report the CLI's peak RSS"
+    return MeasuredRun(proc.returncode, stdout.decode(), stderr.decode(), peak / 1024)
 
 
 def tls_args(endpoint: RegistryEndpoint) -> list[str]:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from imagecheck.bounded import (
+    authorization_secrets,
     bound_body,
     parse_json,
     parse_json_object,
@@ -18,6 +19,7 @@ from imagecheck.bounded import (
     read_capped,
     read_capped_sync,
     read_prefix,
+    redact,
 )
 from imagecheck.errors import CredentialsError, ProtocolError
 
@@ -214,3 +216,18 @@ def test_readers_take_a_body_read_before_they_see_it() -> None:
     assert run(read_capped(response, 100, "manifest")) == b"x" * 100
     with pytest.raises(ProtocolError, match="larger than 99 bytes"):
         run(read_capped(response, 99, "manifest"))
+
+
+def test_redact_removes_every_form_of_the_sent_credentials() -> None:
+    import base64  # noqa: PLC0415
+
+    basic = "Basic " + base64.b64encode(b"fuzz:S3cr3t-pw").decode()
+    secrets = authorization_secrets(basic)
+    echoed = f"X: {basic} fuzz:S3cr3t-pw and S3cr3t-pw"
+    assert redact(echoed, secrets) == "X: Basic [redacted] [redacted] and [redacted]"
+    assert redact("Bearer tok-123456 bad", authorization_secrets("Bearer tok-123456")) == (
+        "Bearer [redacted] bad"
+    )
+    assert redact("no credentials", authorization_secrets(None)) == "no credentials"
+    # Too short to redact without blanking ordinary words.
+    assert redact("a b c", ["a"]) == "a b c"
