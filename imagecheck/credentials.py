@@ -13,7 +13,6 @@ are the exception: they are asked on first need, once per registry, inside the d
 from __future__ import annotations
 
 import base64
-import binascii
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -233,7 +232,7 @@ def decode_auth_entry(entry: Any, *, where: str) -> Credentials:
     if encoded:
         try:
             decoded = base64.b64decode(encoded, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
+        except ValueError:  # binascii.Error, non-ASCII text, UnicodeDecodeError
             raise CredentialsError(f"{where}: 'auth' is not valid base64") from None
         if ":" not in decoded:
             raise CredentialsError(f"{where}: 'auth' must encode 'username:password'")

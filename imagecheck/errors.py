@@ -20,9 +20,22 @@ Only ``RegistryError.temporary`` decides whether a failure is retried (see ``ret
 
 from __future__ import annotations
 
+# Longer messages are cut: an error is a line, not a document.
+MAX_MESSAGE = 2000
+
 
 class ImagecheckError(Exception):
-    """Base of every error imagecheck raises on purpose."""
+    """Base of every error imagecheck raises on purpose.
+
+    Its text is one printable line by construction: messages quote what came from elsewhere
+    (a file's keys, a helper's name, a registry's words), and no such text may add a line or
+    an escape sequence to what a person or a log reads.
+    """
+
+    def __str__(self) -> str:
+        from imagecheck.bounded import printable  # noqa: PLC0415 - bounded imports errors
+
+        return printable(super().__str__(), MAX_MESSAGE)
 
 
 class UsageError(ImagecheckError):

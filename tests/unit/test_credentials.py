@@ -152,6 +152,11 @@ BROKEN: list[tuple[str, str, str]] = [
      "'auth' is not valid base64"),
     ("password-not-a-string", '{"auths": {"registry.test": {"username": "a", "password": 1}}}',
      "'password' must be a string"),
+    ("auth-not-ascii", json.dumps({"auths": {"registry.test": {"auth": "\x80"}}}),
+     "'auth' is not valid base64"),
+    # A key with a newline and an escape: still one printable line naming it.
+    ("key-with-control-characters", json.dumps({"auths": {"a\nfound\x1b": "x"}}),
+     "(auths.a?found?): expected an object with credentials"),
 ]  # fmt: skip
 
 
