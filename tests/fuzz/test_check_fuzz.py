@@ -13,15 +13,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import Credentials, StaticKeychain
+from imagecheck.errors import CredentialsError
 from imagecheck.platform import parse_platform
 from imagecheck.reference import parse_reference
 from imagecheck.result import CheckResult, Status
@@ -71,6 +74,17 @@ class Credential:
 
 
 credentials = st.builds(Credential, st.sampled_from(CREDENTIAL_SOURCES), secrets_with_canary)
+
+
+def unsendable(source: str, secret: str) -> bool:
+    """A secret HTTP cannot carry, which imagecheck refuses where it reads it (exit 2, before
+    any request): a control character other than tab (RFC 9110 field values), and for a
+    registry token, which goes into the header as it is, any whitespace too (RFC 6750)."""
+    if source == "none":
+        return False
+    if source == "registrytoken":
+        return any(unicodedata.category(c) == "Cc" or c.isspace() for c in secret)
+    return any(unicodedata.category(c) == "Cc" and c != "\t" for c in secret)
 
 
 def cli_args(
@@ -193,6 +207,11 @@ def test_check_process_against_a_hostile_registry(
     assert_no_credentials_elsewhere(standin.exchanges(), cred)
     judge.assert_exit_code(done)
     judge.assert_stderr_lines(done)
+    if unsendable(cred.source, cred.secret):
+        assert done.code == 2, f"an unsendable secret must be refused at its source\n{done!r}"
+        assert done.out == "", done
+        assert standin.exchanges() == [], "nothing is sent when a secret is refused"
+        return
     if output == "text":
         statuses = judge.assert_text_results(done, 1)
     else:
@@ -270,6 +289,12 @@ def test_check_in_process_never_raises(
     standin.configure(tame(script))
     image = standin.ref(repository + identifier)
     started = time.monotonic()
+    if unsendable("--password-stdin", secret):
+        with pytest.raises(CredentialsError) as refused:
+            Credentials(username=USER, password=secret, source="fuzz")
+        assert not judge.control_characters(str(refused.value))
+        judge.assert_no_secret([CANARY], str(refused.value))
+        return
 
     result = asyncio.run(
         asyncio.wait_for(

@@ -160,7 +160,9 @@ dockerfile_texts = st.one_of(
     st.sampled_from(
         [
             Repeat(b"FROM \\\n", 100000),
-            Repeat(b"FROM nothing\n", 1000, prefix=b"RUN <<EOF\n"),
+            # A heredoc that never ends: its lines are read as instructions (see _dockerfile),
+            # so they name the stand-in, never Docker Hub.
+            Repeat(b"FROM " + SELF.encode() + b"/nothing:1\n", 1000, prefix=b"RUN <<EOF\n"),
             Nest(b"A", b"A", 100000, prefix=b"ARG ", middle=b"\nFROM ${", suffix=b"}\n"),
         ]
     ),
