@@ -101,15 +101,19 @@ async def ask_helper(name: str, server_url: str, *, timeout: float) -> HelperAns
         )
     except OSError as exc:
         raise CredentialsError(f"credential helper {exe} could not run: {exc.strerror}") from None
+    reads = [
+        asyncio.ensure_future(_read_capped(proc.stdout, exe)),
+        asyncio.ensure_future(_read_capped(proc.stderr, exe)),
+    ]
+    tasks = [*reads, asyncio.ensure_future(_send(proc.stdin, server_url))]
     try:
         async with asyncio.timeout(timeout):
-            stdout, stderr, _ = await asyncio.gather(
-                _read_capped(proc.stdout, exe),
-                _read_capped(proc.stderr, exe),
-                _send(proc.stdin, server_url),
-            )
+            await asyncio.gather(*tasks)
             code = await proc.wait()
+        stdout, stderr = (read.result() for read in reads)
     except BaseException:  # timed out, cancelled at the deadline, or printed too much
+        for task in tasks:  # gather leaves the others running when one fails
+            task.cancel()
         await _kill(proc)
         raise
     return _answer(exe, code, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
@@ -143,13 +147,21 @@ async def _read_capped(stream: asyncio.StreamReader | None, exe: str) -> bytes:
 async def _kill(proc: asyncio.subprocess.Process) -> None:
     """Kill the helper's process group (the helper, and what it started that is still
     there, even if the helper itself has exited) and reap the helper."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    try:
         os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
+    except (ProcessLookupError, PermissionError):
+        # Only then the helper alone: Popen.kill() polls first, which would reap the helper
+        # behind asyncio's child watcher ("Unknown child process pid N" on stderr).
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
     with contextlib.suppress(TimeoutError):  # a process we may not kill is not waited for
         async with asyncio.timeout(1.0):
             await proc.wait()
+    # Release its pipes now, on this loop: output left unread would otherwise keep the
+    # transport open until garbage collection, after the loop may have closed.
+    transport = getattr(proc, "_transport", None)
+    if isinstance(transport, asyncio.SubprocessTransport):
+        transport.close()
 
 
 def _answer(exe: str, returncode: int, stdout: str, stderr: str) -> HelperAnswer | None:
