@@ -138,7 +138,11 @@ yaml_texts = st.one_of(
             Repeat(b"[", 100000),
             Repeat(b"{a: ", 50000),
             Repeat(b"---\n", 100000),
-            Repeat(b"    - {image: x}\n", 20000, prefix=b"kind: Pod\nspec:\n  containers:\n"),
+            Repeat(
+                b"    - {image: " + SELF.encode() + b"/x:1}\n",
+                20000,
+                prefix=b"kind: Pod\nspec:\n  containers:\n",
+            ),
         ]
     ),
     st.sampled_from(
