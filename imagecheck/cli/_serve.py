@@ -97,6 +97,30 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
     "(RBAC: get on those secrets in the pods' namespaces).",
 )
 @click.option(
+    "--read-timeout",
+    default="5s",
+    show_default=True,
+    metavar="DURATION",
+    help="How long a client may take over its TLS handshake, a request's headers, and its "
+    "body; a connection that is slower is closed.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1, 100_000),
+    default=250,
+    show_default=True,
+    help="Client connections open at once. One more closes the oldest idle connection "
+    "(one that never sent a request first); each costs up to about 0.5 MiB.",
+)
+@click.option(
+    "--max-images-per-review",
+    type=click.IntRange(1, 10_000),
+    default=100,
+    show_default=True,
+    help="Distinct images checked per review; the rest are refused as not checked "
+    "(whatever --on-error says).",
+)
+@click.option(
     "--cert-reload-interval",
     default="10s",
     show_default=True,
@@ -116,6 +140,9 @@ def serve(
     missing_ttl: str,
     cert_reload_interval: str,
     use_pod_pull_secrets: bool,
+    read_timeout: str,
+    max_connections: int,
+    max_images_per_review: int,
     **options: Any,
 ) -> None:
     """Run the validating admission webhook: refuse workloads whose images do not exist.
@@ -149,6 +176,9 @@ def serve(
             missing_ttl=duration(missing_ttl),
             reload_interval=max(0.1, duration(cert_reload_interval)),
             pod_pull_secrets=use_pod_pull_secrets,
+            read_timeout=_positive(duration(read_timeout), "--read-timeout"),
+            max_connections=max_connections,
+            max_images=max_images_per_review,
         )
     except click.BadParameter as exc:
         fail(exc.message)
@@ -169,3 +199,9 @@ def serve(
         fail(str(exc))
     except (OSError, ssl.SSLError) as exc:
         fail(f"cannot serve on {listen}: {exc}")
+
+
+def _positive(seconds: float, flag: str) -> float:
+    if seconds <= 0:
+        raise click.BadParameter(f"{flag} must be more than 0s")
+    return seconds

@@ -103,7 +103,7 @@ def deadline(seconds: float = 5.0) -> Deadline:
 
 
 async def one(cache: ResultCache, image: str, seconds: float = 5.0) -> CheckResult:
-    return (await cache.results([image], deadline(seconds)))[image]
+    return (await cache.results([image], deadline(seconds))).results[image]
 
 
 # image, checker's answer, tag_ttl, seconds between two lookups -> registry calls
@@ -197,7 +197,7 @@ def test_distinct_images_in_one_review_are_checked_concurrently() -> None:
         await asyncio.sleep(0.01)
         assert len(checker.calls) == 2  # both asked before either answered
         checker.gate.set()
-        return await pending
+        return (await pending).results
 
     results = run(review)
     assert {k: v.status for k, v in results.items()} == {
