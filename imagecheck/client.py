@@ -16,7 +16,7 @@ import json
 import logging
 import re
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -92,6 +92,8 @@ _PROBE = "imagecheck.tls_probe"
 MAX_ERROR_BODY = 16 * 1024
 # Registries that cannot HEAD a manifest answer one of these; GET then tells.
 HEAD_UNSUPPORTED = frozenset({400, 405, 501})
+# Errors remembered for checks in progress (one each): more than run at once, and bounded.
+MAX_LAST_ERRORS = 4096
 _DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
 
 
@@ -145,7 +147,8 @@ class ImageChecker:
         self._trust_loaded = False
         self._registries: dict[str, _Registry] = {}
         self._tokens = TokenCache()
-        self._last_error: dict[str, str] = {}
+        # The last error of each check in progress, for a check the deadline cuts short.
+        self._last_error: OrderedDict[str, str] = OrderedDict()
         limits = httpx.Limits(max_connections=max(1, self.options.concurrency))
         common = {
             "timeout": httpx.Timeout(self.options.timeout),
@@ -241,6 +244,7 @@ class ImageChecker:
             if result.status is Status.FOUND or endpoint is endpoints[-1]:
                 break
             tried.append(f"{endpoint.api_host}: {result.status.value}")
+        self._last_error.pop(image, None)  # the result says it now
         if tried:
             result = replace(result, message=f"{result.message} (mirrors: {'; '.join(tried)})")
         elapsed = (time.monotonic() - started) * 1000
@@ -277,12 +281,20 @@ class ImageChecker:
             error = TransientError(
                 f"{ref.api_host} did not answer within {self.options.timeout:g}s"
             )
-            self._last_error[image] = str(error)
+            self._note_error(image, str(error))
             raise error from None
         except RegistryError as exc:
             # Kept so that a check the deadline cuts short can still say what went wrong.
-            self._last_error[image] = str(exc)
+            self._note_error(image, str(exc))
             raise
+
+    def _note_error(self, image: str, message: str) -> None:
+        """Bounded (issue #10): a finished check drops its entry (``check``); the entries of
+        checks that never finish are dropped oldest first past MAX_LAST_ERRORS."""
+        self._last_error[image] = message
+        self._last_error.move_to_end(image)
+        while len(self._last_error) > MAX_LAST_ERRORS:
+            self._last_error.popitem(last=False)
 
     async def _ask_manifest(self, ref: Reference, image: str, keychain: Keychain) -> CheckResult:
         registry = await self._registry(ref)

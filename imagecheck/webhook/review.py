@@ -78,7 +78,8 @@ _OPENING = frozenset(b"[{")
 
 def _pruned(body: bytes, max_depth: int) -> bytes:
     """``body`` with the inside of every container that opens at depth ``max_depth + 1``
-    cut out (``[[[1]]]`` at depth 1 becomes ``[]``). Brackets inside strings do not count."""
+    cut out (with ``max_depth`` 1, ``[[[1]], 2]`` becomes ``[[], 2]``). Brackets inside
+    strings do not count."""
     kept: list[bytes] = []
     start = depth = 0  # start: where the text still to be kept begins
     for match in _STRUCTURE.finditer(body):
