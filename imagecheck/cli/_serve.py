@@ -23,6 +23,7 @@ from imagecheck.cli._options import (
     require_credentials_host,
 )
 from imagecheck.errors import UsageError
+from imagecheck.webhook import limits
 
 SERVE_HELP = """\b
 Endpoints: POST /validate (AdmissionReview admission.k8s.io/v1), GET /healthz, /readyz,
@@ -98,7 +99,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
 )
 @click.option(
     "--read-timeout",
-    default="5s",
+    default=f"{limits.DEFAULT_READ_TIMEOUT:g}s",
     show_default=True,
     metavar="DURATION",
     help="How long a client may take over its TLS handshake, a request's headers, and its "
@@ -107,7 +108,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
 @click.option(
     "--max-connections",
     type=click.IntRange(1, 100_000),
-    default=250,
+    default=limits.DEFAULT_MAX_CONNECTIONS,
     show_default=True,
     help="Client connections open at once. One more closes the oldest idle connection "
     "(one that never sent a request first); each costs up to about 0.5 MiB.",
@@ -115,7 +116,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
 @click.option(
     "--max-images-per-review",
     type=click.IntRange(1, 10_000),
-    default=100,
+    default=limits.DEFAULT_MAX_IMAGES,
     show_default=True,
     help="Distinct images checked per review; the rest are refused as not checked "
     "(whatever --on-error says).",

@@ -29,10 +29,10 @@ from imagecheck.errors import InvalidReferenceError
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline
+from imagecheck.webhook.limits import DEFAULT_MAX_IMAGES
 
 _Key = tuple[Reference, Hashable]
 
-DEFAULT_MAX_IMAGES = 100
 LATE = "no answer from the registry within the deadline"
 BUSY = "no free registry slot before the deadline (other reviews held all {} of them)"
 OVER_LIMIT = "the review names {} distinct images, over the per-review limit of {}"

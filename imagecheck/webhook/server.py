@@ -33,7 +33,12 @@ from imagecheck.errors import ImagecheckError
 from imagecheck.kube import InCluster, KubeClient
 from imagecheck.pullsecrets import PullSecretKeychain
 from imagecheck.retry import Deadline
-from imagecheck.webhook.cache import DEFAULT_MAX_IMAGES, ResultCache
+from imagecheck.webhook.cache import ResultCache
+from imagecheck.webhook.limits import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_IMAGES,
+    DEFAULT_READ_TIMEOUT,
+)
 from imagecheck.webhook.listener import Listener, handler_options
 from imagecheck.webhook.review import (
     BadReview,
@@ -56,8 +61,6 @@ MAX_REVIEW_BYTES = 3 * 1024 * 1024
 READ_SLOTS = 16
 # Log fields from the review (uid, refusal message) are cut to this.
 MAX_LOGGED = 2048
-DEFAULT_READ_TIMEOUT = 5.0
-DEFAULT_MAX_CONNECTIONS = 250
 
 
 @dataclass(frozen=True)
