@@ -43,5 +43,8 @@ bench-scan: system-deps venv
 bench-webhook: system-deps venv
 	$(BIN)/python benchmarks/webhook_load.py
 
+bench-webhook-soak: venv
+	$(BIN)/python benchmarks/webhook_soak.py
+
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

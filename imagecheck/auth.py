@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import time
-from collections.abc import AsyncGenerator, Generator, Sequence
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,24 +70,59 @@ TokenKey = tuple[str, str, str, str]
 
 class TokenCache:
     """Tokens by (realm, service, scope, credentials id), with one lock per key so
-    concurrent checks of one repository share one fetch."""
+    concurrent checks of one repository share one fetch.
 
-    def __init__(self) -> None:
-        self._tokens: dict[TokenKey, Token] = {}
-        self._locks: dict[TokenKey, asyncio.Lock] = {}
+    Bounded for a process that lives for months (issue #10): at most ``max_tokens`` tokens,
+    the least recently used dropped first (an expired one as soon as it is seen), and a
+    key's lock only while some request holds or waits for it.
+    """
 
-    def lock(self, key: TokenKey) -> asyncio.Lock:
-        return self._locks.setdefault(key, asyncio.Lock())
+    def __init__(self, max_tokens: int = 1024) -> None:
+        self._tokens: OrderedDict[TokenKey, Token] = OrderedDict()
+        self._locks: dict[TokenKey, _SharedLock] = {}
+        self._max = max(1, max_tokens)
+
+    @contextlib.asynccontextmanager
+    async def lock(self, key: TokenKey) -> AsyncIterator[None]:
+        shared = self._locks.get(key)
+        if shared is None:
+            shared = self._locks[key] = _SharedLock()
+        shared.users += 1
+        try:
+            async with shared.lock:
+                yield
+        finally:
+            shared.users -= 1
+            if not shared.users:
+                del self._locks[key]
 
     def get(self, key: TokenKey, now: float) -> Token | None:
         token = self._tokens.get(key)
-        return token if token is not None and token.fresh(now) else None
+        if token is None:
+            return None
+        if not token.fresh(now):
+            del self._tokens[key]
+            return None
+        self._tokens.move_to_end(key)
+        return token
 
     def put(self, key: TokenKey, token: Token) -> None:
         self._tokens[key] = token
+        self._tokens.move_to_end(key)
+        while len(self._tokens) > self._max:
+            self._tokens.popitem(last=False)
 
     def drop(self, key: TokenKey) -> None:
         self._tokens.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+
+@dataclass(eq=False)
+class _SharedLock:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
 
 
 def basic_header(creds: Credentials) -> str:

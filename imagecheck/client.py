@@ -15,7 +15,7 @@ import hashlib
 import logging
 import re
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -108,6 +108,8 @@ HEAD_UNSUPPORTED = frozenset({400, 405, 501})
 # (descriptor.md#registered-algorithms). See _answered_digest for why nothing else counts.
 _REGISTERED_DIGESTS = {"sha256": 64, "sha512": 128}
 _LOWER_HEX = re.compile(r"[0-9a-f]+")
+# Errors remembered for checks in progress (one each): more than run at once, and bounded.
+MAX_LAST_ERRORS = 4096
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,8 @@ class ImageChecker:
         self._trust_loaded = False
         self._registries: dict[str, _Registry] = {}
         self._tokens = TokenCache()
-        self._last_error: dict[str, str] = {}
+        # The last error of each check in progress, for a check the deadline cuts short.
+        self._last_error: OrderedDict[str, str] = OrderedDict()
         limits = httpx.Limits(max_connections=max(1, self.options.concurrency))
         common = {
             "timeout": httpx.Timeout(self.options.timeout),
@@ -260,6 +263,7 @@ class ImageChecker:
             if result.status is Status.FOUND or endpoint is endpoints[-1]:
                 break
             tried.append(f"{endpoint.api_host}: {result.status.value}")
+        self._last_error.pop(image, None)  # the result says it now
         if tried:
             result = replace(result, message=f"{result.message} (mirrors: {'; '.join(tried)})")
         elapsed = (time.monotonic() - started) * 1000
@@ -301,12 +305,20 @@ class ImageChecker:
             error = TransientError(
                 f"{ref.api_host} did not answer within {self.options.timeout:g}s"
             )
-            self._last_error[image] = str(error)
+            self._note_error(image, str(error))
             raise error from None
         except RegistryError as exc:
             # Kept so that a check the deadline cuts short can still say what went wrong.
-            self._last_error[image] = str(exc)
+            self._note_error(image, str(exc))
             raise
+
+    def _note_error(self, image: str, message: str) -> None:
+        """Bounded (issue #10): a finished check drops its entry (``check``); the entries of
+        checks that never finish are dropped oldest first past MAX_LAST_ERRORS."""
+        self._last_error[image] = message
+        self._last_error.move_to_end(image)
+        while len(self._last_error) > MAX_LAST_ERRORS:
+            self._last_error.popitem(last=False)
 
     async def _ask_manifest(
         self, ref: Reference, image: str, candidates: Sequence[Credentials]

@@ -18,12 +18,14 @@ from imagecheck.cli._app import (
 from imagecheck.cli._options import (
     MAX_TTL,
     CheckSettings,
+    Count,
     Seconds,
     build_keychain,
     registry_options,
     require_credentials_host,
 )
 from imagecheck.errors import UsageError
+from imagecheck.webhook import limits
 
 SERVE_HELP = """\b
 Endpoints: POST /validate (AdmissionReview admission.k8s.io/v1), GET /healthz, /readyz,
@@ -100,6 +102,30 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
     "(RBAC: get on those secrets in the pods' namespaces).",
 )
 @click.option(
+    "--read-timeout",
+    type=Seconds(0.1, 3600),
+    default=f"{limits.DEFAULT_READ_TIMEOUT:g}s",
+    show_default=True,
+    help="How long a client may take over its TLS handshake, a request's headers, and its "
+    "body; a connection that is slower is closed.",
+)
+@click.option(
+    "--max-connections",
+    type=Count(1, 100_000),
+    default=limits.DEFAULT_MAX_CONNECTIONS,
+    show_default=True,
+    help="Client connections open at once. One more closes the oldest idle connection "
+    "(one that never sent a request first); each costs up to about 0.5 MiB.",
+)
+@click.option(
+    "--max-images-per-review",
+    type=Count(1, 10_000),
+    default=limits.DEFAULT_MAX_IMAGES,
+    show_default=True,
+    help="Distinct images checked per review; the rest are refused as not checked "
+    "(whatever --on-error says).",
+)
+@click.option(
     "--cert-reload-interval",
     type=Seconds(0, MAX_TTL),
     default="10s",
@@ -120,6 +146,9 @@ def serve(
     missing_ttl: float,
     cert_reload_interval: float,
     use_pod_pull_secrets: bool,
+    read_timeout: float,
+    max_connections: int,
+    max_images_per_review: int,
     **options: Any,
 ) -> None:
     """Run the validating admission webhook: refuse workloads whose images do not exist.
@@ -153,6 +182,9 @@ def serve(
             missing_ttl=missing_ttl,
             reload_interval=max(0.1, cert_reload_interval),
             pod_pull_secrets=use_pod_pull_secrets,
+            read_timeout=read_timeout,
+            max_connections=max_connections,
+            max_images=max_images_per_review,
         )
     except click.BadParameter as exc:
         fail(exc.message)

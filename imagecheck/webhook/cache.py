@@ -6,6 +6,13 @@ A webhook sees the same images again and again (every replica, every rollout), s
 - *missing* for the shorter ``missing_ttl`` (it may be pushed any moment);
 - denials and errors are not cached: the next review asks again;
 - concurrent reviews of an image not in the cache share one registry request.
+
+The work is bounded (issue #10): a review has at most ``max_images`` distinct images checked
+(the rest are *not checked*), at most ``concurrency`` of them at once, and all reviews share
+``concurrency`` registry slots (the size of the checker's connection pool, which so never
+has thousands of waiters). The review's deadline holds whatever is still queued: an image
+queued behind the review's own others is *not checked*; one waiting for a slot that other
+reviews hold, or whose registry has not answered, is an error.
 """
 
 from __future__ import annotations
@@ -22,14 +29,40 @@ from imagecheck.errors import InvalidReferenceError
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline
+from imagecheck.webhook.limits import DEFAULT_MAX_IMAGES
 
 _Key = tuple[Reference, Hashable]
+
+LATE = "no answer from the registry within the deadline"
+BUSY = "no free registry slot before the deadline (other reviews held all {} of them)"
+OVER_LIMIT = "the review names {} distinct images, over the per-review limit of {}"
+QUEUED = (
+    "still queued at the review deadline behind the review's own other images "
+    "({} distinct, {} checked at once)"
+)
 
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
     result: CheckResult
     expires_at: float
+
+
+@dataclass(eq=False, slots=True)
+class _Check:
+    """One registry check that concurrent reviews share; ``running`` once it has a slot."""
+
+    task: asyncio.Task[CheckResult] | None = None
+    running: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Answers:
+    """A review's images: ``results`` for those checked (an error when the registry did not
+    answer in time), ``unchecked`` (image -> why) for those no registry was asked about."""
+
+    results: dict[str, CheckResult]
+    unchecked: dict[str, str]
 
 
 class ResultCache:
@@ -40,6 +73,8 @@ class ResultCache:
         tag_ttl: float,
         missing_ttl: float,
         max_entries: int = 10_000,
+        concurrency: int = 16,
+        max_images: int = DEFAULT_MAX_IMAGES,
         clock: Callable[[], float] = time.monotonic,
         on_lookup: Callable[[bool], None] | None = None,
     ) -> None:
@@ -53,7 +88,10 @@ class ResultCache:
         # pull secrets open a private repository must not vouch for a pod without them (its
         # kubelet could not pull). ``None`` stands for the webhook's own credentials.
         self._entries: OrderedDict[_Key, _Entry] = OrderedDict()
-        self._inflight: dict[_Key, asyncio.Task[CheckResult]] = {}
+        self._inflight: dict[_Key, _Check] = {}
+        self._concurrency = max(1, concurrency)
+        self._slots = asyncio.Semaphore(self._concurrency)
+        self._max_images = max(1, max_images)
 
     async def results(
         self,
@@ -61,43 +99,98 @@ class ResultCache:
         deadline: Deadline,
         keychain: Keychain | None = None,
         credentials: Hashable = None,
-    ) -> dict[str, CheckResult]:
-        """A result for each image, within ``deadline`` (late ones are errors). ``keychain``
-        replaces the checker's own; ``credentials`` names it for the cache."""
-        answers = await asyncio.gather(
-            *(self._one(image, deadline, keychain, credentials) for image in images)
-        )
-        return dict(zip(images, answers, strict=True))
+    ) -> Answers:
+        """An answer for each of ``images`` (distinct) by ``deadline``. ``keychain`` replaces
+        the checker's own; ``credentials`` names it for the cache."""
+        over = images[self._max_images :]
+        unchecked = dict.fromkeys(over, OVER_LIMIT.format(len(images), self._max_images))
+        checked = images[: self._max_images]
+        own = asyncio.Semaphore(self._concurrency)
+        joined: dict[str, _Check] = {}  # image -> the check it waits on, once out of the queue
+        tasks = {
+            image: asyncio.ensure_future(
+                self._one(image, deadline, keychain, credentials, own, joined)
+            )
+            for image in checked
+        }
+        pending: set[asyncio.Task[CheckResult]] = set()
+        if tasks:
+            _, pending = await asyncio.wait(tasks.values(), timeout=deadline.remaining())
+        for task in pending:
+            task.cancel()  # the shared checks go on (shielded) for whoever else waits
+        results: dict[str, CheckResult] = {}
+        for image, task in tasks.items():
+            if task not in pending:
+                results[image] = task.result()
+                continue
+            check = joined.get(image)
+            if check is None:
+                unchecked[image] = QUEUED.format(len(checked), self._concurrency)
+            else:
+                message = LATE if check.running else BUSY.format(self._concurrency)
+                ref = parse_reference(image)  # it parsed before it joined a check
+                results[image] = CheckResult(image, ref, Status.ERROR, message=message)
+        return Answers(results, unchecked)
 
     async def _one(
-        self, image: str, deadline: Deadline, keychain: Keychain | None, credentials: Hashable
+        self,
+        image: str,
+        deadline: Deadline,
+        keychain: Keychain | None,
+        credentials: Hashable,
+        own: asyncio.Semaphore,
+        joined: dict[str, _Check],
     ) -> CheckResult:
         try:
             ref = parse_reference(image)
         except InvalidReferenceError as exc:
             return CheckResult(image, None, Status.INVALID, message=exc.reason)
         key: _Key = (ref, credentials)
-        entry = self._entries.get(key)
-        if entry is not None and entry.expires_at > self._clock():
-            self._on_lookup(True)
-            self._entries.move_to_end(key)
-            return replace(entry.result, image=image, elapsed_ms=0.0)
-        self._on_lookup(False)
-        task = self._inflight.get(key)
-        if task is None:
-            task = asyncio.ensure_future(
-                self._checker.check(ref, deadline, image=image, keychain=keychain)
-            )
-            self._inflight[key] = task
-            task.add_done_callback(lambda done: self._store(key, done))
-        try:
+        cached = self._cached(key, image)
+        self._on_lookup(cached is not None)
+        if cached is not None:
+            return cached
+        async with own:
+            cached = self._cached(key, image)  # answered for another review meanwhile
+            if cached is not None:
+                return cached
+            check = self._inflight.get(key) or self._start(key, ref, image, deadline, keychain)
+            joined[image] = check
+            assert check.task is not None
             # shield: one review giving up must not cancel the request others are waiting on.
-            result = await asyncio.wait_for(asyncio.shield(task), deadline.remaining())
-        except TimeoutError:
-            return CheckResult(
-                image, ref, Status.ERROR, message="no answer from the registry within the deadline"
-            )
+            result = await asyncio.shield(check.task)
         return replace(result, image=image)
+
+    def _cached(self, key: _Key, image: str) -> CheckResult | None:
+        entry = self._entries.get(key)
+        if entry is None or entry.expires_at <= self._clock():
+            return None
+        self._entries.move_to_end(key)
+        return replace(entry.result, image=image, elapsed_ms=0.0)
+
+    def _start(
+        self, key: _Key, ref: Reference, image: str, deadline: Deadline, keychain: Keychain | None
+    ) -> _Check:
+        check = _Check()
+        check.task = asyncio.ensure_future(self._run(check, ref, image, deadline, keychain))
+        self._inflight[key] = check
+        check.task.add_done_callback(lambda done: self._store(key, done))
+        return check
+
+    async def _run(
+        self,
+        check: _Check,
+        ref: Reference,
+        image: str,
+        deadline: Deadline,
+        keychain: Keychain | None,
+    ) -> CheckResult:
+        async with self._slots:
+            if deadline.remaining() <= 0:  # everyone who asked has been answered already
+                message = BUSY.format(self._concurrency)
+                return CheckResult(image, ref, Status.ERROR, message=message)
+            check.running = True
+            return await self._checker.check(ref, deadline, image=image, keychain=keychain)
 
     def _store(self, key: _Key, task: asyncio.Task[CheckResult]) -> None:
         self._inflight.pop(key, None)

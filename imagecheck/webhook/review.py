@@ -1,6 +1,10 @@
 """AdmissionReview (``admission.k8s.io/v1``) in, the images it would run out, and the answer
 back. Pure: no I/O.
 
+The body is untrusted JSON (issue #10): it is parsed with a depth bound (parts nested
+deeper than ``MAX_DEPTH`` are read as empty, nothing we look at is that deep) and numbers of
+any length, so that every review the API server can send gets an answer, never a 500.
+
 Kubernetes sends the object being created or updated in ``request.object``. Its pod spec is
 at ``spec`` (Pod), ``spec.jobTemplate.spec.template.spec`` (CronJob), or
 ``spec.template.spec`` (Job, Deployment, StatefulSet, DaemonSet, ReplicaSet, and any other
@@ -9,6 +13,8 @@ kind with a pod template). Every container, init container and ephemeral contain
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +24,14 @@ from imagecheck.result import CheckResult, Status
 
 API_VERSION = "admission.k8s.io/v1"
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+# Nothing the webhook reads is deeper than a CronJob's containers (about 12 levels); Python's
+# JSON parser gives up near 1,000 (the recursion limit), the API server's allows 10,000.
+MAX_DEPTH = 100
+# Python refuses to turn more than 4,300 digits into an int (CVE-2020-10735); no number in a
+# review matters to us, so a longer one is read as a float (which saturates to inf).
+MAX_INT_DIGITS = 4000
+# Names, kinds and uids longer than this are not Kubernetes names; they are cut for messages.
+MAX_NAME = 512
 
 
 class BadReview(ValueError):
@@ -40,6 +54,52 @@ class Review:
     pull_secrets: list[str]
 
 
+def load_json(body: bytes) -> Any:
+    """The JSON value of ``body``. ``ValueError`` (``JSONDecodeError``, ``UnicodeDecodeError``)
+    when it is not JSON; ``RecursionError`` when it nests too deeply for Python's parser:
+    then :func:`load_json_pruned` reads it (slower, so the server runs it in a thread)."""
+    return json.loads(body, parse_int=_number)
+
+
+def load_json_pruned(body: bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """:func:`load_json` of ``body`` with every array or object nested deeper than
+    ``max_depth`` read as empty. Linear in the size of ``body``."""
+    return json.loads(_pruned(body, max_depth), parse_int=_number)
+
+
+def _number(digits: str) -> int | float:
+    return int(digits) if len(digits) <= MAX_INT_DIGITS else float(digits)
+
+
+# A JSON string (escapes included), or a run of opening or of closing brackets.
+_STRUCTURE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]+|[\]}]+', re.DOTALL)
+_OPENING = frozenset(b"[{")
+
+
+def _pruned(body: bytes, max_depth: int) -> bytes:
+    """``body`` with the inside of every container that opens at depth ``max_depth + 1``
+    cut out (with ``max_depth`` 1, ``[[[1]], 2]`` becomes ``[[], 2]``). Brackets inside
+    strings do not count."""
+    kept: list[bytes] = []
+    start = depth = 0  # start: where the text still to be kept begins
+    for match in _STRUCTURE.finditer(body):
+        token = match.group()
+        if token[0] == 0x22:  # a string
+            continue
+        run = len(token)
+        if token[0] in _OPENING:
+            if depth <= max_depth < depth + run:  # this run enters the pruned depth
+                cut = match.start() + (max_depth - depth) + 1
+                kept.append(body[start:cut])
+            depth += run
+        else:
+            if depth > max_depth >= depth - run:  # this run leaves it
+                start = match.start() + (depth - max_depth) - 1
+            depth -= run
+    kept.append(body[start:])
+    return b"".join(kept)
+
+
 def parse_review(body: Any) -> Review:
     if not isinstance(body, dict) or body.get("kind") != "AdmissionReview":
         raise BadReview("body is not an AdmissionReview")
@@ -49,16 +109,17 @@ def parse_review(body: Any) -> Review:
     if not isinstance(request, dict) or not isinstance(request.get("uid"), str):
         raise BadReview("AdmissionReview has no request.uid")
     obj = request.get("object")
-    kind = request.get("kind", {}).get("kind", "") if isinstance(request.get("kind"), dict) else ""
-    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    obj = obj if isinstance(obj, dict) else {}
+    kind = _path(request, "kind", "kind")
+    metadata = obj.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
-    name = str(metadata.get("name") or metadata.get("generateName") or request.get("name") or "")
-    spec = pod_spec(obj) if isinstance(obj, dict) else None
+    name = _text(metadata.get("name")) or _text(metadata.get("generateName"))
+    spec = pod_spec(obj)
     return Review(
         uid=request["uid"],
-        kind=str(kind or (obj.get("kind", "") if isinstance(obj, dict) else "")),
-        namespace=str(request.get("namespace") or metadata.get("namespace") or ""),
-        name=name,
+        kind=_text(kind) or _text(obj.get("kind")),
+        namespace=_text(request.get("namespace")) or _text(metadata.get("namespace")),
+        name=name or _text(request.get("name")),
         images=containers_of(spec) if spec else [],
         pull_secrets=_pull_secrets(spec) if spec else [],
     )
@@ -78,6 +139,11 @@ def pod_spec(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return template if isinstance(template, dict) else None
 
 
+def _text(value: Any) -> str:
+    """A name from the review: strings only (a list there is not a name), cut to MAX_NAME."""
+    return value[:MAX_NAME] if isinstance(value, str) else ""
+
+
 def _path(value: Any, *keys: str) -> Any:
     for key in keys:
         if not isinstance(value, dict):
@@ -92,7 +158,7 @@ def containers_of(spec: Mapping[str, Any]) -> list[ContainerImage]:
         listed = spec.get(field)
         for container in listed if isinstance(listed, list) else []:
             if isinstance(container, dict) and isinstance(container.get("image"), str):
-                found.append(ContainerImage(str(container.get("name", "")), container["image"]))
+                found.append(ContainerImage(_text(container.get("name")), container["image"]))
     return found
 
 
@@ -114,12 +180,28 @@ class Verdict:
 
 
 def decide(
-    review: Review, results: Mapping[str, CheckResult], *, warn_only: bool, errors_pass: bool
+    review: Review,
+    results: Mapping[str, CheckResult],
+    *,
+    warn_only: bool,
+    errors_pass: bool,
+    unchecked: Mapping[str, str] | None = None,
 ) -> Verdict:
-    """Refuse when an image is missing (or denied, or failing, unless ``errors_pass``)."""
+    """Refuse when an image is missing (or denied, or failing, unless ``errors_pass``).
+
+    ``unchecked`` maps the images that no registry was asked about to the reason (the review
+    names too many, or they were still queued behind its others at the deadline). That is
+    not a registry failing, and ``errors_pass`` must not let it through: they are refused
+    like missing images, summed up in one line per reason, first (the message is capped).
+    """
     problems: list[str] = []
     passed_errors: list[str] = []
+    skipped: dict[str, list[ContainerImage]] = {}
     for item in review.images:
+        reason = unchecked.get(item.image) if unchecked else None
+        if reason is not None:
+            skipped.setdefault(reason, []).append(item)
+            continue
         result = results[item.image]
         if result.status is Status.FOUND:
             continue
@@ -127,6 +209,7 @@ def decide(
         line = f"container {item.container!r}: image {shown(result)} is {status}: {result.message}"
         blocking = result.status in (Status.MISSING, Status.INVALID) or not errors_pass
         (problems if blocking else passed_errors).append(line)
+    problems[:0] = [_not_checked(reason, items) for reason, items in skipped.items()]
     warnings = [f"not checked, allowed by --on-error pass: {p}" for p in passed_errors]
     if not problems:
         return Verdict(True, "", warnings, "allowed" if not warnings else "error")
@@ -134,6 +217,13 @@ def decide(
     if warn_only:
         return Verdict(True, "", [*problems, *warnings], "warned")
     return Verdict(False, summary, warnings, "denied")
+
+
+def _not_checked(reason: str, items: Sequence[ContainerImage]) -> str:
+    images = len({item.image for item in items})
+    shown_ = ", ".join(repr(item.container) for item in items[:3])
+    more = f" and {len(items) - 3} more" if len(items) > 3 else ""
+    return f"{images} image(s) not checked (container {shown_}{more}): {reason}"
 
 
 def response(uid: str, verdict: Verdict) -> dict[str, Any]:

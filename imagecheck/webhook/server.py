@@ -17,13 +17,14 @@ import os
 import signal
 import ssl
 import time
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from imagecheck.client import ClientOptions, ImageChecker
@@ -33,12 +34,33 @@ from imagecheck.kube import InCluster, KubeClient
 from imagecheck.pullsecrets import PullSecretKeychain
 from imagecheck.retry import Deadline
 from imagecheck.webhook.cache import ResultCache
-from imagecheck.webhook.review import BadReview, decide, distinct_images, parse_review, response
+from imagecheck.webhook.limits import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_IMAGES,
+    DEFAULT_READ_TIMEOUT,
+)
+from imagecheck.webhook.listener import Listener, handler_options
+from imagecheck.webhook.review import (
+    BadReview,
+    Review,
+    decide,
+    distinct_images,
+    load_json,
+    load_json_pruned,
+    parse_review,
+    response,
+)
 
 log = logging.getLogger("imagecheck.webhook")
 
 # AdmissionReviews carry the whole object; etcd stores objects up to 1.5 MiB.
 MAX_REVIEW_BYTES = 3 * 1024 * 1024
+# Bodies read (and parsed) at once: what reviews in flight hold in memory is bounded by this
+# times MAX_REVIEW_BYTES, not by the number of connections. A body waits for a turn within
+# the read timeout.
+READ_SLOTS = 16
+# Log fields from the review (uid, refusal message) are cut to this.
+MAX_LOGGED = 2048
 
 
 @dataclass(frozen=True)
@@ -55,6 +77,11 @@ class ServeSettings:
     reload_interval: float = 10.0
     # Also offer the pull secrets a reviewed pod names (read through the Kubernetes API).
     pod_pull_secrets: bool = False
+    # Hostile clients (issue #10): how long a client may take to send a request's headers or
+    # body, how many connections may be open, how many distinct images a review may name.
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_images: int = DEFAULT_MAX_IMAGES
 
 
 class Metrics:
@@ -79,6 +106,21 @@ class Metrics:
             "imagecheck_review_duration_seconds",
             "Time to answer an admission review.",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
+        self.connections = Gauge(
+            "imagecheck_connections", "Client connections open.", registry=self.registry
+        )
+        self.connections_closed = Counter(
+            "imagecheck_connections_closed",
+            "Client connections the server closed: refused or evicted at --max-connections, "
+            "headers or body not received within --read-timeout.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.not_checked = Counter(
+            "imagecheck_images_not_checked",
+            "Images refused unchecked: over --max-images-per-review, or queued past the deadline.",
             registry=self.registry,
         )
 
@@ -109,15 +151,22 @@ class PodSecrets:
     """
 
     TTL = 60.0
+    # Bounded (issue #10): keychains kept (least recently used dropped first), and secrets
+    # read per review (a pod may list any number; the kubelet rarely needs more than a few).
+    MAX_ENTRIES = 1000
+    MAX_SECRETS = 16
 
     def __init__(self, kube: KubeClient, base: Keychain) -> None:
         self._kube, self._base = kube, base
-        self._keychains: dict[tuple[str, tuple[str, ...]], tuple[float, Keychain | None]] = {}
+        self._keychains: OrderedDict[tuple[str, tuple[str, ...]], tuple[float, Keychain | None]]
+        self._keychains = OrderedDict()
 
     async def keychain(self, namespace: str, names: Sequence[str]) -> Keychain | None:
+        names = list(dict.fromkeys(names))[: self.MAX_SECRETS]
         key = (namespace, tuple(names))
         cached = self._keychains.get(key)
         if cached is not None and cached[0] > time.monotonic():
+            self._keychains.move_to_end(key)
             return cached[1]
         texts = []
         for name in names:
@@ -139,6 +188,9 @@ class PodSecrets:
             else:
                 chain = ChainKeychain((pod, self._base))
         self._keychains[key] = (time.monotonic() + self.TTL, chain)
+        self._keychains.move_to_end(key)
+        while len(self._keychains) > self.MAX_ENTRIES:
+            self._keychains.popitem(last=False)
         return chain
 
 
@@ -159,12 +211,15 @@ class Webhook:
             checker,
             tag_ttl=settings.tag_ttl,
             missing_ttl=settings.missing_ttl,
+            concurrency=checker.options.concurrency,
+            max_images=settings.max_images,
             on_lookup=lambda hit: self.metrics.cache.labels("true" if hit else "false").inc(),
         )
+        self._reading = asyncio.Semaphore(READ_SLOTS)
         self.ready = False
 
-    def app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_REVIEW_BYTES)
+    def app(self, middlewares: Sequence[Any] = ()) -> web.Application:
+        app = web.Application(client_max_size=MAX_REVIEW_BYTES, middlewares=list(middlewares))
         app.add_routes(
             [
                 web.post("/validate", self.validate),
@@ -180,42 +235,86 @@ class Webhook:
         started = time.monotonic()
         deadline = Deadline.after(self.settings.review_deadline)
         try:
-            body = await request.json(loads=json.loads)
-            review = parse_review(body)
-        except (ValueError, RecursionError) as exc:  # JSONDecodeError, BadReview: ValueErrors
+            review = await self._read_review(request, deadline)
+        except _Unreadable as exc:
             self.metrics.reviews.labels("bad_request").inc()
-            message = str(exc) if isinstance(exc, BadReview) else "body is not JSON"
-            log.warning("bad review", extra={"reason": message})
-            return web.json_response({"error": message}, status=400)
-        keychain, credentials = None, None
-        if self.pod_secrets is not None and review.pull_secrets:
-            keychain = await self.pod_secrets.keychain(review.namespace, review.pull_secrets)
-            credentials = (review.namespace, tuple(review.pull_secrets)) if keychain else None
-        results = await self.cache.results(distinct_images(review), deadline, keychain, credentials)
+            log.warning("bad review", extra={"reason": exc.reason, "status": exc.status})
+            if exc.status == 408:
+                self.metrics.connections_closed.labels("body_timeout").inc()
+            return web.json_response({"error": exc.reason}, status=exc.status)
+        keychain, credentials = await self._pod_keychain(review, deadline)
+        images = distinct_images(review)
+        answers = await self.cache.results(images, deadline, keychain, credentials)
         verdict = decide(
             review,
-            results,
+            answers.results,
             warn_only=self.settings.warn_only,
             errors_pass=self.settings.errors_pass,
+            unchecked=answers.unchecked,
         )
         elapsed = time.monotonic() - started
         self.metrics.reviews.labels(verdict.outcome).inc()
         self.metrics.latency.observe(elapsed)
+        self.metrics.not_checked.inc(len(answers.unchecked))
         log.info(
             "review",
             extra={
-                "uid": review.uid,
+                "uid": review.uid[:MAX_LOGGED],
                 "kind": review.kind,
                 "namespace": review.namespace,
                 "object": review.name,
-                "images": len(results),
+                "images": len(images),
+                "not_checked": len(answers.unchecked),
                 "allowed": verdict.allowed,
                 "outcome": verdict.outcome,
-                "reason": verdict.message or None,
+                "reason": verdict.message[:MAX_LOGGED] or None,
                 "elapsed_ms": round(elapsed * 1000, 1),
             },
         )
         return web.json_response(response(review.uid, verdict))
+
+    async def _read_review(self, request: web.Request, deadline: Deadline) -> Review:
+        """The review in the body, read within the read timeout (and the review deadline).
+        The body and its JSON are dropped on return: a review in flight holds only this."""
+        budget = min(self.settings.read_timeout, deadline.remaining())
+        read_by = asyncio.get_running_loop().time() + budget
+        try:
+            async with asyncio.timeout_at(read_by):
+                await self._reading.acquire()
+        except TimeoutError:
+            raise _Unreadable(408, f"request body not read within {budget:.1f}s") from None
+        try:
+            async with asyncio.timeout_at(read_by):
+                body = await _read_body(request, MAX_REVIEW_BYTES)
+            try:
+                data = load_json(body)
+            except RecursionError:  # deeper than Python's parser goes: prune, in a thread
+                data = await asyncio.to_thread(load_json_pruned, body)
+        except TimeoutError:
+            raise _Unreadable(408, f"request body not received within {budget:.1f}s") from None
+        except ValueError:  # JSONDecodeError, UnicodeDecodeError
+            raise _Unreadable(400, "body is not JSON") from None
+        finally:
+            self._reading.release()
+        try:
+            return parse_review(data)
+        except BadReview as exc:
+            raise _Unreadable(400, str(exc)) from None
+
+    async def _pod_keychain(
+        self, review: Review, deadline: Deadline
+    ) -> tuple[Keychain | None, Hashable]:
+        """The pod's own pull secrets (``--use-pod-pull-secrets``), if they can be read
+        within the review's deadline; else the webhook's own credentials."""
+        if self.pod_secrets is None or not review.pull_secrets:
+            return None, None
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                keychain = await self.pod_secrets.keychain(review.namespace, review.pull_secrets)
+        except TimeoutError:
+            log.warning("pull secrets not read within the deadline", extra={"uid": review.uid})
+            return None, None
+        return keychain, (review.namespace, tuple(review.pull_secrets)) if keychain else None
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")
@@ -228,6 +327,27 @@ class Webhook:
     async def metrics_page(self, request: web.Request) -> web.Response:
         data = generate_latest(self.metrics.registry)
         return web.Response(body=data, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+class _Unreadable(Exception):
+    """A request that gets no review answer: 400 (not a review), 408 (too slow), 413 (too big)."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    """The whole body, refusing more than ``limit`` bytes (aiohttp's ``request.read()`` would
+    keep a copy on the request for as long as the review runs)."""
+    if request.content_length is not None and request.content_length > limit:
+        raise _Unreadable(413, f"body is larger than {limit} bytes")
+    body = bytearray()
+    async for chunk in request.content.iter_any():
+        body += chunk
+        if len(body) > limit:
+            raise _Unreadable(413, f"body is larger than {limit} bytes")
+    return bytes(body)
 
 
 class CertReloader:
@@ -305,10 +425,19 @@ async def serve(settings: ServeSettings, options: ClientOptions, keychain: Keych
     pod_secrets = PodSecrets(kube, keychain) if kube is not None else None
     async with ImageChecker(options, keychain) as checker:
         webhook = Webhook(settings, checker, pod_secrets)
-        runner = web.AppRunner(webhook.app(), access_log=None, handle_signals=False)
+        listener = Listener(
+            ssl_context=ctx,
+            max_connections=settings.max_connections,
+            read_timeout=settings.read_timeout,
+            on_close=lambda reason: webhook.metrics.connections_closed.labels(reason).inc(),
+        )
+        webhook.metrics.connections.set_function(lambda: listener.open_connections)
+        runner = web.AppRunner(
+            webhook.app([listener.middleware]), handle_signals=False, **handler_options()
+        )
         await runner.setup()
-        site = web.TCPSite(runner, settings.host, settings.port, ssl_context=ctx)
-        await site.start()
+        assert runner.server is not None
+        await listener.start(runner.server, settings.host, settings.port)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -329,6 +458,8 @@ async def serve(settings: ServeSettings, options: ClientOptions, keychain: Keych
             if watcher is not None:
                 watcher.cancel()
             log.info("shutting down")
-            await runner.cleanup()
+            await listener.stop()
+            await runner.cleanup()  # lets the reviews in flight finish
+            listener.abort_all()
             if kube is not None:
                 kube.close()

@@ -629,13 +629,13 @@ def test_malformed_object_gets_a_400_or_a_verdict(webhook: Webhook, body: bytes)
         response_of(answer, json.loads(body)["request"]["uid"])
 
 
-def test_server_keeps_serving_after_bodies_that_crash_the_handler(
+def test_bodies_that_used_to_crash_the_handler_get_an_answer_not_a_500(
     webhook: Webhook, registry_plain: RegistryEndpoint
 ) -> None:
     for body in [DEEP_JSON, CONTAINERS_A_NUMBER, PULL_SECRETS_A_NUMBER, METADATA_A_STRING]:
-        assert webhook.post(body).status_code in (200, 400, 500)
+        assert webhook.post(body).status_code in (200, 400)
     assert_still_serving(webhook, registry_plain)
-    assert webhook.logs()  # the handler's tracebacks are logged as JSON lines too
+    assert webhook.logs()  # every line JSON
 
 
 def test_oversized_body_is_refused_not_a_500(

@@ -78,7 +78,8 @@ NUMERIC_OPTIONS = [
     ("scan", "--concurrency"), ("scan", "--retries"),
     ("serve", "--timeout"), ("serve", "--concurrency"), ("serve", "--retries"),
     ("serve", "--review-deadline"), ("serve", "--cache-ttl"), ("serve", "--missing-ttl"),
-    ("serve", "--cert-reload-interval"),
+    ("serve", "--cert-reload-interval"), ("serve", "--read-timeout"),
+    ("serve", "--max-connections"), ("serve", "--max-images-per-review"),
 ]  # fmt: skip
 BAD_NUMBERS = ["nan", "NaN", "inf", "-inf", "-1", "1e308", "9" * 400, "99999999999h", "", "x"]
 

@@ -14,7 +14,7 @@ from imagecheck.credentials import Keychain
 from imagecheck.reference import Reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline
-from imagecheck.webhook.cache import ResultCache
+from imagecheck.webhook.cache import Answers, ResultCache
 
 if TYPE_CHECKING:
     from imagecheck.client import ImageChecker
@@ -42,6 +42,8 @@ class FakeChecker:
         self.calls: list[tuple[str, str | None]] = []
         self.gate: asyncio.Event | None = None
         self.raises: Exception | None = None
+        self.running = 0
+        self.most_at_once = 0
 
     async def check(
         self,
@@ -52,8 +54,15 @@ class FakeChecker:
         keychain: Keychain | None = None,
     ) -> CheckResult:
         self.calls.append((str(ref), image))
-        if self.gate is not None:
-            await self.gate.wait()
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            else:
+                await asyncio.sleep(0)  # an answer takes a turn of the loop, as a real one does
+        finally:
+            self.running -= 1
         if self.raises is not None:
             raise self.raises
         status = self.status_of.get(str(ref), Status.FOUND)
@@ -79,6 +88,8 @@ def make_cache(
     tag_ttl: float = TAG_TTL,
     max_entries: int = 100,
     on_lookup: Callable[[bool], None] | None = None,
+    concurrency: int = 16,
+    max_images: int = 100,
 ) -> ResultCache:
     # ResultCache only ever calls check(); the fake stands in for the whole ImageChecker.
     return ResultCache(
@@ -88,6 +99,8 @@ def make_cache(
         max_entries=max_entries,
         clock=clock,
         on_lookup=on_lookup,
+        concurrency=concurrency,
+        max_images=max_images,
     )
 
 
@@ -103,7 +116,7 @@ def deadline(seconds: float = 5.0) -> Deadline:
 
 
 async def one(cache: ResultCache, image: str, seconds: float = 5.0) -> CheckResult:
-    return (await cache.results([image], deadline(seconds)))[image]
+    return (await cache.results([image], deadline(seconds))).results[image]
 
 
 # image, checker's answer, tag_ttl, seconds between two lookups -> registry calls
@@ -197,7 +210,7 @@ def test_distinct_images_in_one_review_are_checked_concurrently() -> None:
         await asyncio.sleep(0.01)
         assert len(checker.calls) == 2  # both asked before either answered
         checker.gate.set()
-        return await pending
+        return (await pending).results
 
     results = run(review)
     assert {k: v.status for k, v in results.items()} == {
@@ -285,3 +298,77 @@ def test_lookups_report_hits_and_misses() -> None:
 
     run(three)
     assert (lookups.hits, lookups.misses) == (1, 2)
+
+
+# -- bounded work (issue #10) ------------------------------------------------------------------
+
+
+def test_images_over_the_per_review_limit_are_not_checked() -> None:
+    checker, clock = FakeChecker(), Clock()
+    cache = make_cache(checker, clock, max_images=3)
+    images = [f"acme/i{i}:1" for i in range(10)]
+
+    answers = run(lambda: cache.results(images, deadline()))
+    assert list(answers.results) == images[:3]
+    assert [ref for ref, _ in checker.calls] == [f"docker.io/{i}" for i in images[:3]]
+    assert set(answers.unchecked) == set(images[3:])
+    assert set(answers.unchecked.values()) == {
+        "the review names 10 distinct images, over the per-review limit of 3"
+    }
+
+
+def test_a_review_runs_at_most_concurrency_checks_and_the_rest_queue_past_the_deadline() -> None:
+    """The deadline holds with checks that never answer; the images still queued behind the
+    review's own are not checked (not a registry error), the ones asked are errors."""
+    checker, clock = FakeChecker(), Clock()
+    checker.gate = asyncio.Event()  # never set: the registry does not answer
+    cache = make_cache(checker, clock, concurrency=2)
+    images = [f"acme/i{i}:1" for i in range(5)]
+
+    answers = run(lambda: cache.results(images, deadline(0.1)))
+    assert checker.most_at_once == 2
+    assert {i: r.status for i, r in answers.results.items()} == {
+        images[0]: Status.ERROR,
+        images[1]: Status.ERROR,
+    }
+    assert all(r.message == "no answer from the registry within the deadline"
+               for r in answers.results.values())  # fmt: skip
+    assert set(answers.unchecked) == set(images[2:])
+    assert "queued at the review deadline behind the review's own" in answers.unchecked[images[2]]
+
+
+def test_reviews_share_the_process_slots_and_waiting_for_one_is_an_error() -> None:
+    checker, clock = FakeChecker(), Clock()
+    cache = make_cache(checker, clock, concurrency=2)
+
+    async def two_reviews() -> tuple[Answers, Answers]:
+        checker.gate = asyncio.Event()
+        first = asyncio.ensure_future(cache.results(["acme/a:1", "acme/b:1"], deadline(5.0)))
+        await asyncio.sleep(0.01)  # the first review holds both slots
+        second = await cache.results(["acme/c:1"], deadline(0.1))
+        checker.gate.set()
+        return await first, second
+
+    first, second = run(two_reviews)
+    assert checker.most_at_once == 2
+    assert [r.status for r in first.results.values()] == [Status.FOUND, Status.FOUND]
+    [busy] = second.results.values()
+    assert busy.status is Status.ERROR
+    assert busy.message.startswith("no free registry slot before the deadline")
+    assert second.unchecked == {}
+    # The queued check found every asker gone when it got a slot: it asked no registry.
+    assert [ref for ref, _ in checker.calls] == ["docker.io/acme/a:1", "docker.io/acme/b:1"]
+
+
+def test_many_reviews_never_run_more_than_concurrency_checks_at_once() -> None:
+    checker, clock = FakeChecker(), Clock()
+    cache = make_cache(checker, clock, concurrency=4)
+
+    async def many() -> list[Answers]:
+        reviews = [[f"acme/r{r}-i{i}:1" for i in range(10)] for r in range(20)]
+        return await asyncio.gather(*(cache.results(images, deadline()) for images in reviews))
+
+    answers = run(many)
+    assert checker.most_at_once == 4
+    assert len(checker.calls) == 200
+    assert all(not a.unchecked and len(a.results) == 10 for a in answers)

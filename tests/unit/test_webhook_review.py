@@ -5,6 +5,7 @@ status under every policy, and the response's shape and caps."""
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any
 
 import pytest
@@ -13,11 +14,14 @@ from imagecheck.reference import parse_reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.webhook.review import (
     API_VERSION,
+    MAX_DEPTH,
     BadReview,
     ContainerImage,
     Review,
     decide,
     distinct_images,
+    load_json,
+    load_json_pruned,
     parse_review,
     response,
 )
@@ -338,3 +342,103 @@ def test_distinct_images_keeps_first_seen_order() -> None:
     items = [ContainerImage(n, i) for n, i in [("a", "x:1"), ("b", "y:1"), ("c", "x:1")]]
     review = Review("u", "Pod", "ns", "p", items, [])
     assert distinct_images(review) == ["x:1", "y:1"]
+
+
+# -- untrusted JSON (issue #10) ----------------------------------------------------------------
+
+
+def deep(depth: int, inner: str = "1") -> str:
+    return "[" * depth + inner + "]" * depth
+
+
+def test_load_json_reads_numbers_of_any_length() -> None:
+    # Python refuses int() of more than 4,300 digits; such a number must not sink the review.
+    body = review_body(obj("Pod", SPEC, "v1"))
+    text = json.dumps(body).replace('"operation"', f'"n": {"9" * 5000}, "m": 42, "operation"')
+    data = load_json(text.encode())
+    assert data["request"]["n"] == float("inf")
+    assert data["request"]["m"] == 42
+    assert parse_review(data).images == IMAGES
+
+
+@pytest.mark.parametrize("depth", [2_000, 60_000])
+def test_a_review_with_a_deeply_nested_field_is_read_with_that_field_pruned(depth: int) -> None:
+    """Deeper than Python's parser goes: the review is still read, and its pod spec with it."""
+    body = review_body(obj("Rollout", templated(SPEC), "argoproj.io/v1alpha1"))
+    text = json.dumps(body).replace(
+        '"operation"', f'"deep": {deep(depth, chr(34) + "]]}}[[" + chr(34))}, "operation"'
+    )
+    with pytest.raises(RecursionError):
+        load_json(text.encode())
+    data = load_json_pruned(text.encode())
+    review = parse_review(data)
+    assert review.images == IMAGES
+    assert review.uid == "705ab4f5-6393-11e8-b7cc-42010a800002"
+    pruned = data["request"]["deep"]
+    for _ in range(MAX_DEPTH - 2):  # the review is at depth 1, its request 2, "deep" 3
+        pruned = pruned[0]
+    assert pruned == []  # the first container deeper than MAX_DEPTH, read as empty
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(deep(3), [[[1]]], id="shallow-untouched"),
+        pytest.param(deep(6), [[[[[]]]]], id="cut-at-depth"),
+        pytest.param('[["[[[[[", {"a": [[[[1]]]]}], 2]', [["[[[[[", {"a": [[]]}], 2], id="strings"),
+        pytest.param('[[[["\\"[[[[", [[1]]]]], 3]', [[[['"[[[[', []]]], 3], id="escaped-quote"),
+        pytest.param('{"a": {"b": {"c": {"d": {"e": 1}}}}, "f": [1]}',
+                     {"a": {"b": {"c": {"d": {}}}}, "f": [1]}, id="objects"),
+    ],
+)  # fmt: skip
+def test_pruning_keeps_what_is_shallow_and_empties_what_is_deep(text: str, expected: Any) -> None:
+    assert load_json_pruned(text.encode(), max_depth=4) == expected
+
+
+def test_names_that_are_not_strings_are_left_out() -> None:
+    spec = {"containers": [{"name": ["x"] * 10_000, "image": "nginx"}]}
+    body = review_body(
+        {"kind": "Pod", "metadata": {"name": {"a": 1}, "namespace": 5}, "spec": spec},
+        namespace=None,
+    )
+    review = parse_review(body)
+    assert (review.name, review.namespace) == ("", "")
+    assert review.images == [ContainerImage("", "nginx")]
+
+
+# -- images not checked ------------------------------------------------------------------------
+
+
+def big_review(count: int) -> Review:
+    images = [ContainerImage(f"c{i}", f"x/i{i}:1") for i in range(count)]
+    return Review("u", "Pod", "ns", "p", images, [])
+
+
+@pytest.mark.parametrize("errors_pass", [True, False], ids=["pass", "fail"])
+def test_images_not_checked_are_refused_whatever_on_error_says(errors_pass: bool) -> None:
+    review = big_review(5)
+    found = {f"x/i{i}:1": CheckResult(f"x/i{i}:1", None, Status.FOUND) for i in range(2)}
+    unchecked = {f"x/i{i}:1": "over the limit" for i in range(2, 5)}
+    verdict = decide(review, found, warn_only=False, errors_pass=errors_pass, unchecked=unchecked)
+    assert (verdict.allowed, verdict.outcome) == (False, "denied")
+    assert verdict.message == (
+        "imagecheck refused Pod p: 3 image(s) not checked (container 'c2', 'c3', 'c4'): "
+        "over the limit"
+    )
+    assert verdict.warnings == []
+
+
+def test_images_not_checked_are_summed_up_first_and_warned_in_warn_mode() -> None:
+    review = big_review(6)
+    missing = CheckResult("x/i0:1", None, Status.MISSING, message="gone")
+    unchecked = {f"x/i{i}:1": "queued" for i in range(1, 6)}
+    refused = decide(review, {"x/i0:1": missing}, warn_only=False, errors_pass=True,
+                     unchecked=unchecked)  # fmt: skip
+    assert refused.message.startswith(
+        "imagecheck refused Pod p: 5 image(s) not checked "
+        "(container 'c1', 'c2', 'c3' and 2 more): queued; container 'c0': image x/i0:1 is missing"
+    )
+    warned = decide(review, {"x/i0:1": missing}, warn_only=True, errors_pass=True,
+                    unchecked=unchecked)  # fmt: skip
+    assert (warned.allowed, warned.outcome, warned.message) == (True, "warned", "")
+    assert warned.warnings[0].startswith("5 image(s) not checked")

@@ -1,0 +1,146 @@
+"""What a webhook process that lives for months keeps is bounded (issue #10): the token cache
+and its locks, the checker's per-image error memory, and the pod pull-secret keychains. Each
+test feeds far more distinct keys than the bound and looks at what is left."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import cast
+
+import httpx
+import pytest
+
+from imagecheck.auth import Token, TokenCache, TokenKey
+from imagecheck.client import ClientOptions, ImageChecker
+from imagecheck.credentials import AnonymousKeychain
+from imagecheck.errors import ImagecheckError
+from imagecheck.kube import KubeClient
+from imagecheck.reference import parse_reference
+from imagecheck.result import Status
+from imagecheck.retry import Deadline, RetryPolicy
+from imagecheck.webhook.server import PodSecrets
+
+
+def key(i: int) -> TokenKey:
+    return ("https://auth.test/token", "registry.test", f"repository:r{i}:pull", "anonymous")
+
+
+# -- TokenCache ------------------------------------------------------------------------------
+
+
+def test_token_cache_keeps_at_most_max_tokens_least_recently_used_first() -> None:
+    cache = TokenCache(max_tokens=100)
+    for i in range(20_000):
+        cache.put(key(i), Token(f"t{i}", expires_at=1e9))
+        if i >= 1:
+            assert cache.get(key(0), now=0.0) is not None  # used all along: kept
+    assert len(cache) == 100
+    assert cache.get(key(19_999), now=0.0) is not None
+    assert cache.get(key(100), now=0.0) is None
+
+
+def test_token_cache_drops_an_expired_token_when_it_is_seen() -> None:
+    cache = TokenCache()
+    cache.put(key(1), Token("old", expires_at=10.0))
+    assert cache.get(key(1), now=11.0) is None
+    assert len(cache) == 0
+
+
+def test_token_cache_locks_are_shared_while_used_and_gone_after() -> None:
+    cache = TokenCache()
+
+    async def main() -> list[str]:
+        order: list[str] = []
+
+        async def fetch(name: str, k: TokenKey, hold: float) -> None:
+            async with cache.lock(k):
+                order.append(f"{name}+")
+                await asyncio.sleep(hold)
+                order.append(f"{name}-")
+
+        await asyncio.gather(
+            fetch("a", key(1), 0.02), fetch("b", key(1), 0.0), fetch("c", key(2), 0.0)
+        )
+        # Cancelled while waiting for a held lock: neither the lock nor its holder suffers.
+        holder = asyncio.ensure_future(fetch("d", key(3), 0.02))
+        await asyncio.sleep(0)
+        quitter = asyncio.ensure_future(fetch("e", key(3), 0.0))
+        await asyncio.sleep(0)
+        quitter.cancel()
+        await asyncio.gather(holder, quitter, return_exceptions=True)
+        for i in range(10_000):  # one request per repository, as a long-lived webhook sees
+            async with cache.lock(key(100 + i)):
+                pass
+        return order
+
+    order = asyncio.run(main())
+    # b waited for a (same key); c did not (another key).
+    assert order.index("a-") < order.index("b+")
+    assert order.index("c+") < order.index("a-")
+    assert "e+" not in order and order[-2:] == ["d+", "d-"]
+    assert cache._locks == {}  # no lock outlives its users
+
+
+# -- ImageChecker's per-image error memory ---------------------------------------------------
+
+
+@pytest.mark.usefixtures("small_trust_store")
+def test_failed_checks_leave_no_per_image_error_memory_behind() -> None:
+    def failing(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v2/":
+            return httpx.Response(200)
+        return httpx.Response(500, json={"errors": [{"code": "UNKNOWN", "message": "down"}]})
+
+    async def main() -> tuple[ImageChecker, set[Status]]:
+        async with ImageChecker(
+            ClientOptions(retries=0),
+            AnonymousKeychain(),
+            transport=httpx.MockTransport(failing),
+            retry_policy=RetryPolicy(retries=0),
+        ) as checker:
+            statuses = set()
+            for i in range(500):
+                image = f"registry.test/app{i}:1"
+                result = await checker.check(parse_reference(image), Deadline.after(30))
+                statuses.add(result.status)
+            return checker, statuses
+
+    checker, statuses = asyncio.run(main())
+    assert statuses == {Status.ERROR}
+    assert len(checker._last_error) == 0
+
+
+# -- pod pull secrets ------------------------------------------------------------------------
+
+
+class FakeKube:
+    """Answers every secret with its ``.dockerconfigjson`` for ``registry.test`` (what
+    ``KubeClient.pull_secret_json`` returns); counts reads."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def pull_secret_json(self, secret_name: str, namespace: str | None = None) -> str:
+        self.reads += 1
+        if secret_name.startswith("unreadable"):
+            raise ImagecheckError(f"secret {secret_name} is forbidden")
+        auth = base64.b64encode(b"u:p").decode()
+        return json.dumps({"auths": {"registry.test": {"auth": auth}}})  # .dockerconfigjson
+
+
+def test_pod_secret_keychains_are_bounded_and_secrets_per_review_too() -> None:
+    kube = FakeKube()
+    secrets = PodSecrets(cast(KubeClient, kube), AnonymousKeychain())
+
+    async def main() -> None:
+        for i in range(3 * PodSecrets.MAX_ENTRIES):
+            assert await secrets.keychain(f"ns-{i}", ["regcred"]) is not None
+        kube.reads = 0
+        names = [f"unreadable-{i}" for i in range(5_000)]
+        assert await secrets.keychain("ns", names) is None
+
+    asyncio.run(main())
+    assert len(secrets._keychains) == PodSecrets.MAX_ENTRIES
+    assert kube.reads == PodSecrets.MAX_SECRETS
