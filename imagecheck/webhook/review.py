@@ -91,6 +91,7 @@ def _pruned(body: bytes, max_depth: int) -> bytes:
             if depth <= max_depth < depth + run:  # this run enters the pruned depth
                 cut = match.start() + (max_depth - depth) + 1
                 kept.append(body[start:cut])
+                start = len(body)  # nothing more is kept until the pruned depth is left
             depth += run
         else:
             if depth > max_depth >= depth - run:  # this run leaves it

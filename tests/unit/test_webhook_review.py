@@ -442,3 +442,11 @@ def test_images_not_checked_are_summed_up_first_and_warned_in_warn_mode() -> Non
                     unchecked=unchecked)  # fmt: skip
     assert (warned.allowed, warned.outcome, warned.message) == (True, "warned", "")
     assert warned.warnings[0].startswith("5 image(s) not checked")
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"a": ' * 100_000], ids=["array", "object"])
+def test_pruning_an_unclosed_deep_body_leaves_invalid_json_not_the_whole_body(text: str) -> None:
+    """Never closed: the pruned text ends at the cut (a ValueError, answered 400), instead of
+    the whole body kept again behind it (a RecursionError, answered 500)."""
+    with pytest.raises(ValueError):
+        load_json_pruned(text.encode())
