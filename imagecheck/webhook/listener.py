@@ -191,9 +191,11 @@ class Listener:
         try:
             await loop.connect_accepted_socket(lambda: _Protocol(self, conn), client, **tls)
         except OSError:  # a failed, reset or timed-out handshake; asyncio closed the socket
-            self._forget(conn)
+            pass
         finally:
             conn.handshake = None
+            if conn.transport is None:  # never connected: nothing else will forget it
+                self._forget(conn)
 
     # -- per connection -------------------------------------------------------------------
 
