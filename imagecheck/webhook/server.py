@@ -28,11 +28,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import CachingKeychain, ChainKeychain, Credentials, Keychain
+from imagecheck.credentials import ChainKeychain, Keychain
 from imagecheck.errors import ImagecheckError
 from imagecheck.kube import InCluster, KubeClient
 from imagecheck.pullsecrets import PullSecretKeychain
-from imagecheck.reference import Reference
 from imagecheck.retry import Deadline
 from imagecheck.webhook.cache import ResultCache
 from imagecheck.webhook.limits import (
@@ -193,29 +192,6 @@ class PodSecrets:
         while len(self._keychains) > self.MAX_ENTRIES:
             self._keychains.popitem(last=False)
         return chain
-
-
-class BoundedKeychain:
-    """The webhook's own credentials, each repository's answer remembered (a credential
-    helper runs once per repository, as with the CLI's ``CachingKeychain``), but only for the
-    ``MAX_ENTRIES`` most recently used: the CLI's keeps every repository it has seen, which in
-    a process that lives for months is every repository ever reviewed (issue #10)."""
-
-    MAX_ENTRIES = 4096
-
-    def __init__(self, keychain: Keychain) -> None:
-        self._keychain = keychain
-        self._seen: OrderedDict[tuple[str, str], Sequence[Credentials]] = OrderedDict()
-
-    def resolve(self, reference: Reference) -> Sequence[Credentials]:
-        key = (reference.registry, reference.repository)
-        found = self._seen.get(key)
-        if found is None:
-            found = self._seen[key] = tuple(self._keychain.resolve(reference))
-        self._seen.move_to_end(key)
-        while len(self._seen) > self.MAX_ENTRIES:
-            self._seen.popitem(last=False)
-        return found
 
 
 class Webhook:
@@ -444,8 +420,6 @@ def server_ssl_context(
 
 async def serve(settings: ServeSettings, options: ClientOptions, keychain: Keychain) -> None:
     """Serve until SIGTERM/SIGINT; then stop taking connections and finish what is running."""
-    if isinstance(keychain, CachingKeychain):
-        keychain = BoundedKeychain(keychain.keychain)
     ctx, reloader = server_ssl_context(settings)
     kube = KubeClient(InCluster.from_env(need_pod=False)) if settings.pod_pull_secrets else None
     pod_secrets = PodSecrets(kube, keychain) if kube is not None else None

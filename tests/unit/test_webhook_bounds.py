@@ -14,13 +14,13 @@ import pytest
 
 from imagecheck.auth import Token, TokenCache, TokenKey
 from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import AnonymousKeychain, Credentials
+from imagecheck.credentials import AnonymousKeychain
 from imagecheck.errors import ImagecheckError
 from imagecheck.kube import KubeClient
-from imagecheck.reference import Reference, parse_reference
+from imagecheck.reference import parse_reference
 from imagecheck.result import Status
 from imagecheck.retry import Deadline, RetryPolicy
-from imagecheck.webhook.server import BoundedKeychain, PodSecrets
+from imagecheck.webhook.server import PodSecrets
 
 
 def key(i: int) -> TokenKey:
@@ -144,26 +144,3 @@ def test_pod_secret_keychains_are_bounded_and_secrets_per_review_too() -> None:
     asyncio.run(main())
     assert len(secrets._keychains) == PodSecrets.MAX_ENTRIES
     assert kube.reads == PodSecrets.MAX_SECRETS
-
-
-# -- the webhook's own credentials -------------------------------------------------------------
-
-
-class CountingKeychain:
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def resolve(self, reference: Reference) -> tuple[Credentials, ...]:
-        self.calls += 1
-        return (Credentials(username="u", password="p", source="test"),)
-
-
-def test_the_webhook_remembers_credentials_for_the_most_recent_repositories_only() -> None:
-    inner = CountingKeychain()
-    keychain = BoundedKeychain(inner)
-    hot = parse_reference("registry.test/hot/app:1")
-    for i in range(3 * BoundedKeychain.MAX_ENTRIES):
-        keychain.resolve(parse_reference(f"registry.test/team/r{i}:1"))
-        assert keychain.resolve(hot)[0].username == "u"
-    assert inner.calls == 3 * BoundedKeychain.MAX_ENTRIES + 1  # once per repository
-    assert len(keychain._seen) == BoundedKeychain.MAX_ENTRIES
