@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint unit integration bench bench-scan bench-webhook system-deps venv clean
+.PHONY: demo test lint unit integration bench bench-scan bench-webhook bench-webhook-soak system-deps venv clean
 
 system-deps:
 	@scripts/system-deps.sh
