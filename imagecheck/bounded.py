@@ -59,17 +59,12 @@ async def read_capped(
     A ``Content-Length`` over the limit is refused before a byte is read; a body that runs
     past it (chunked, or lying about its length) is refused as soon as it does.
     """
-    _check_length(response, limit, what, error)
-    if response.is_stream_consumed:
-        return _capped_content(response, limit, what, error)
-    chunks: list[bytes] = []
-    size = 0
+    body = _Capped(response, limit, what, error)
+    if body.done:
+        return body.content
     async for chunk in response.aiter_raw():
-        size += len(chunk)
-        if size > limit:
-            _too_large(limit, what, error)
-        chunks.append(chunk)
-    return _decoded(response, b"".join(chunks), limit, what, error)
+        body.add(chunk)
+    return body.decoded()
 
 
 def read_capped_sync(
@@ -80,17 +75,37 @@ def read_capped_sync(
     error: type[ImagecheckError] = ProtocolError,
 ) -> bytes:
     """:func:`read_capped` for a response of a synchronous ``httpx.Client``."""
-    _check_length(response, limit, what, error)
-    if response.is_stream_consumed:
-        return _capped_content(response, limit, what, error)
-    chunks: list[bytes] = []
-    size = 0
+    body = _Capped(response, limit, what, error)
+    if body.done:
+        return body.content
     for chunk in response.iter_raw():
-        size += len(chunk)
-        if size > limit:
-            _too_large(limit, what, error)
-        chunks.append(chunk)
-    return _decoded(response, b"".join(chunks), limit, what, error)
+        body.add(chunk)
+    return body.decoded()
+
+
+class _Capped:
+    """One body being read under a cap: the part :func:`read_capped` and
+    :func:`read_capped_sync` share (only how they iterate differs)."""
+
+    def __init__(
+        self, response: httpx.Response, limit: int, what: str, error: type[ImagecheckError]
+    ) -> None:
+        _check_length(response, limit, what, error)
+        self.response, self.limit, self.what, self.error = response, limit, what, error
+        self.chunks: list[bytes] = []
+        self.size = 0
+        # Read before it got here (a mock transport reads every body first): only content.
+        self.done = response.is_stream_consumed
+        self.content = _capped_content(response, limit, what, error) if self.done else b""
+
+    def add(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.limit:
+            _too_large(self.limit, self.what, self.error)
+        self.chunks.append(chunk)
+
+    def decoded(self) -> bytes:
+        return _decoded(self.response, b"".join(self.chunks), self.limit, self.what, self.error)
 
 
 def _check_length(
