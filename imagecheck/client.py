@@ -110,6 +110,8 @@ _REGISTERED_DIGESTS = {"sha256": 64, "sha512": 128}
 _LOWER_HEX = re.compile(r"[0-9a-f]+")
 # Errors remembered for checks in progress (one each): more than run at once, and bounded.
 MAX_LAST_ERRORS = 4096
+# Registry hosts remembered (scheme and challenge from the ping), least recently used first.
+MAX_REGISTRIES = 1024
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,9 @@ class ImageChecker:
         # plain-HTTP local registry never does). See _on_request and _ping.
         self._verify = verifying_context(self.options.ca_files)
         self._trust_loaded = False
-        self._registries: dict[str, _Registry] = {}
+        # Per registry host, least recently used first: a webhook meets hosts that any pod
+        # spec names, so the memory of them is bounded (issue #10).
+        self._registries: OrderedDict[str, _Registry] = OrderedDict()
         self._tokens = TokenCache()
         # The last error of each check in progress, for a check the deadline cuts short.
         self._last_error: OrderedDict[str, str] = OrderedDict()
@@ -483,10 +487,22 @@ class ImageChecker:
 
     async def _registry(self, ref: Reference) -> _Registry:
         registry = self._registries.setdefault(ref.api_host, _Registry(ref.api_host))
+        self._registries.move_to_end(ref.api_host)
+        if len(self._registries) > MAX_REGISTRIES:
+            self._forget_registries()
         async with registry.lock:
             if registry.auth is None:
                 registry.auth = await self._ping(ref)
         return registry
+
+    def _forget_registries(self) -> None:
+        """Forget the least recently used hosts past MAX_REGISTRIES, except those being
+        pinged now; a forgotten host is pinged again when it is next checked."""
+        for host in list(self._registries):
+            if len(self._registries) <= MAX_REGISTRIES:
+                return
+            if not self._registries[host].lock.locked():
+                del self._registries[host]
 
     async def _ping(self, ref: Reference) -> RegistryAuthState:
         """``GET /v2/`` to learn the scheme and the challenge. HTTPS first; plain HTTP after

@@ -144,3 +144,31 @@ def test_pod_secret_keychains_are_bounded_and_secrets_per_review_too() -> None:
     asyncio.run(main())
     assert len(secrets._keychains) == PodSecrets.MAX_ENTRIES
     assert kube.reads == PodSecrets.MAX_SECRETS
+
+
+def test_registry_hosts_are_remembered_up_to_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A webhook meets any host a pod spec names: what it keeps of each (the ping's scheme and
+    challenge) is bounded, least recently used first, and a forgotten host is pinged again."""
+    monkeypatch.setattr("imagecheck.client.MAX_REGISTRIES", 8)
+    pings: list[str] = []
+
+    def registry(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v2/":
+            pings.append(request.url.host)
+            return httpx.Response(200)
+        return httpx.Response(404)
+
+    async def main() -> ImageChecker:
+        async with ImageChecker(
+            ClientOptions(retries=0), AnonymousKeychain(), transport=httpx.MockTransport(registry)
+        ) as checker:
+            for i in range(40):
+                await checker.check(parse_reference(f"r{i}.test/app:1"), Deadline.after(30))
+                await checker.check(parse_reference("hot.test/app:1"), Deadline.after(30))
+            await checker.check(parse_reference("r0.test/app:1"), Deadline.after(30))
+            return checker
+
+    checker = asyncio.run(main())
+    assert len(checker._registries) == 8
+    assert pings.count("hot.test") == 1  # used all along: never forgotten
+    assert pings.count("r0.test") == 2  # forgotten long ago: pinged again
