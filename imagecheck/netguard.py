@@ -29,6 +29,7 @@ where private registries and their token services live.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 import urllib.parse
@@ -116,6 +117,7 @@ def shown(url: httpx.URL) -> str:
     return printable(f"{url.scheme}://{host}{port}")
 
 
+@functools.lru_cache(maxsize=1024)  # asked for every request: a few hosts, parsed once each
 def numeric_host(host: str) -> IPAddress | None:
     """The address a numeric host names, in every spelling a resolver accepts, as the IPv4
     address for IPv4-mapped and NAT64 IPv6; ``None`` for a DNS name."""
