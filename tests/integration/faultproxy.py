@@ -40,6 +40,7 @@ import random
 import re
 import socket
 import socketserver
+import ssl
 import struct
 import sys
 import threading
@@ -366,7 +367,12 @@ class _Upstream:
         self._conn: http.client.HTTPConnection | None = None
 
     def ask(self, request: _Request) -> _Answer:
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        # A header sent on several lines (skopeo sends one Accept line per media type) is
+        # relayed as one comma-joined line (RFC 9110 5.3), not cut down to its last value.
+        headers: dict[str, str] = {}
+        for name in request.headers:
+            if name.lower() not in _HOP_BY_HOP and name not in headers:
+                headers[name] = ", ".join(request.headers.get_all(name) or [])
         for attempt in (1, 2):  # a kept-alive connection upstream closed: one fresh try
             if self._conn is None:
                 self._conn = http.client.HTTPConnection(*self._address, timeout=self._timeout)
@@ -399,7 +405,7 @@ class _Connection(socketserver.StreamRequestHandler):
 
     def handle(self) -> None:
         proxy = self.server.proxy
-        if self._is_tls_hello():
+        if proxy.ssl_context is None and self._is_tls_hello():
             # As Go's net/http answers TLS on a plain port: the client fails fast, then
             # retries over HTTP.
             proxy._journal_add(Exchange("TLS", "", time.monotonic(), "reject-tls", 400))
@@ -544,7 +550,12 @@ class _Server(socketserver.TCPServer):
 
     def _serve(self, request: socket.socket, client_address: object) -> None:
         try:
-            self.finish_request(request, client_address)
+            context = self.proxy.ssl_context
+            if context is None:
+                self.finish_request(request, client_address)
+            else:
+                request.settimeout(10.0)  # the handshake; _Connection sets its own after
+                self.finish_request(context.wrap_socket(request, server_side=True), client_address)
         except Exception:
             self.handle_error(request, client_address)
         finally:
@@ -588,6 +599,7 @@ class FaultProxy:
         *,
         max_connections: int = 64,
         upstream_timeout: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or parts.hostname is None or parts.port is None:
@@ -595,6 +607,9 @@ class FaultProxy:
         self.upstream_host = parts.hostname
         self.upstream_port = parts.port
         self.upstream_timeout = upstream_timeout
+        # Serve HTTPS with this context (a registry behind a TLS-terminating proxy); the
+        # upstream is still asked over plain HTTP.
+        self.ssl_context = ssl_context
         self.stopping = threading.Event()
         self.errors: list[BaseException] = []  # proxy bugs, not client hang-ups
         self._lock = threading.Lock()
@@ -620,7 +635,7 @@ class FaultProxy:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}"
+        return f"{'http' if self.ssl_context is None else 'https'}://{self.host}"
 
     def ref(self, name: str) -> str:
         """``ref("sample/app:1.0.0")`` -> ``127.0.0.1:PORT/sample/app:1.0.0``."""

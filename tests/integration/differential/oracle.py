@@ -1,0 +1,420 @@
+"""The three pullers of the differential suite, each asked the same question the same way.
+
+* :class:`Containerd` -- the judge. Debian's ``containerd`` daemon with its own config, root,
+  state and socket under a temporary directory (CRI plugin off), driven by ``ctr images pull``:
+  the same resolver, authorizer, hosts.toml handling and platform selection as the CRI plugin
+  the kubelet calls. Each pull runs in a namespace of its own and the content store is
+  ``isolated`` (``content_sharing_policy``), so no pull is answered from an earlier one's blobs.
+* :func:`skopeo_verdict` -- the second opinion: ``skopeo inspect`` (containers/image, the
+  library CRI-O pulls with), which also selects the node's platform.
+* :func:`imagecheck_verdict` -- ``python -m imagecheck check --platform auto``, as the
+  initContainer runs it (see ``examples/job.yaml``).
+
+Every puller gets the same :class:`Access`: the registry's CA, the credentials, plain HTTP or
+not, and the mirrors, each in its own configuration language (hosts.toml, registries.conf,
+flags). Verdicts are read from exit codes and, for the two peers, from their error text: the
+table in :func:`classify` is the one place that reads them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+# A pull that the kubelet would retry (its image back-off: 10 s, 20 s, ... 5 min) is asked
+# again, at once, this many times in all while the answer is a transient error.
+KUBELET_ATTEMPTS = 3
+PULL_TIMEOUT = 60.0
+
+
+class Verdict(StrEnum):
+    FOUND = "found"
+    MISSING = "missing"
+    DENIED = "denied"
+    ERROR = "error"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """A pull-through mirror for a registry: ``url`` is ``http(s)://HOST:PORT``."""
+
+    url: str
+
+    @property
+    def host(self) -> str:
+        return self.url.split("://", 1)[1]
+
+
+@dataclass(frozen=True)
+class Access:
+    """How every puller reaches the scenario's registry (``registry`` is ``HOST:PORT``)."""
+
+    registry: str
+    plain_http: bool = False
+    ca_file: Path | None = None
+    user: tuple[str, str] | None = field(default=None, repr=False)
+    mirrors: tuple[Mirror, ...] = ()
+    # Hosts (``HOST:PORT``) the operator has declared insecure (plain HTTP allowed), e.g. the
+    # realm host of a registry behind a TLS-terminating proxy. containerd needs no such
+    # declaration for a realm; imagecheck does when it would send credentials there.
+    insecure_hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One puller's verdict on one reference, with the line it was read from."""
+
+    verdict: Verdict
+    detail: str
+    attempts: tuple[Verdict, ...] = ()
+
+    def __str__(self) -> str:
+        if len(self.attempts) > 1:
+            return "→".join(self.attempts)
+        return str(self.verdict)
+
+
+# -- reading verdicts ------------------------------------------------------------------------
+
+# Order matters: the first pattern that matches the error text wins. Each peer's wording, from
+# its source: containerd remotes/docker/resolver.go and authorizer.go, images/image.go
+# ("no match for platform in manifest"); containers/image docker/docker_client.go and
+# docker/errors.go (containers/image maps a 401 to "authentication required" and keeps a
+# registry's own error code such as MANIFEST_UNKNOWN or DENIED in the text).
+_PEER_PATTERNS: tuple[tuple[re.Pattern[str], Verdict], ...] = (
+    (
+        re.compile(r"invalid reference format|invalid reference|repository name must"),
+        Verdict.INVALID,
+    ),
+    (
+        re.compile(r"no match for platform|choosing image instance|no image found in"),
+        Verdict.MISSING,
+    ),
+    (
+        re.compile(r"manifest unknown|name unknown|: not found|404 Not Found|StatusCode: 404\b"),
+        Verdict.MISSING,
+    ),
+    (
+        re.compile(
+            r"401 Unauthorized|403 Forbidden|authentication required|unauthorized|"
+            r"denied|insufficient_scope|invalid username/password|failed to authorize",
+            re.IGNORECASE,
+        ),
+        Verdict.DENIED,
+    ),
+)
+
+
+def classify(returncode: int, text: str) -> Verdict:
+    """A peer's verdict from its exit code and error text."""
+    if returncode == 0:
+        return Verdict.FOUND
+    for pattern, verdict in _PEER_PATTERNS:
+        if pattern.search(text):
+            return verdict
+    return Verdict.ERROR
+
+
+_EXIT_VERDICTS = {
+    0: Verdict.FOUND,
+    1: Verdict.MISSING,
+    2: Verdict.INVALID,
+    3: Verdict.DENIED,
+    4: Verdict.ERROR,
+}
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+# -- containerd ------------------------------------------------------------------------------
+
+_CONFIG = """\
+version = 2
+root = "{root}"
+state = "{state}"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+
+[grpc]
+  address = "{socket}"
+
+[ttrpc]
+  address = "{socket}.ttrpc"
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.metadata.v1.bolt"]
+  content_sharing_policy = "isolated"
+"""
+
+
+class Containerd:
+    """A private containerd daemon; a context manager. :meth:`pull` is the kubelet's pull."""
+
+    def __init__(self, workdir: Path, *, containerd: str = "containerd", ctr: str = "ctr") -> None:
+        # A unix socket path is limited to 108 bytes; pytest's tmp paths can be longer.
+        self.workdir = workdir
+        self._sockdir = Path(tempfile.mkdtemp(prefix="ctrd-", dir="/tmp"))
+        self.socket = self._sockdir / "containerd.sock"
+        self.containerd = containerd
+        self.ctr = ctr
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log = workdir / "containerd.log"
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        config = self.workdir / "config.toml"
+        config.write_text(
+            _CONFIG.format(
+                root=self.workdir / "root", state=self._sockdir / "state", socket=self.socket
+            ),
+            encoding="utf-8",
+        )
+        with self._log.open("wb") as log:
+            self._process = subprocess.Popen(
+                [self.containerd, "--config", str(config)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"containerd exited at start: {self.log_tail()}")
+            done = subprocess.run(
+                [self.ctr, "--address", str(self.socket), "version"],
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
+            if done.returncode == 0:
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"containerd did not start in 30 s: {self.log_tail()}")
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+        # Snapshots may leave mounts behind; none are made (ctr pulls with unpack into the
+        # overlayfs snapshotter, which mounts only when a container starts).
+        shutil.rmtree(self._sockdir, ignore_errors=True)
+
+    def log_tail(self, lines: int = 15) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self._log.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def pull(self, reference: str, access: Access) -> Answer:
+        """``ctr images pull`` as the kubelet's pull: the node's platform, hosts.toml from
+        ``access``; asked again while the answer is a transient error (the kubelet's
+        back-off), up to :data:`KUBELET_ATTEMPTS` times in all."""
+        attempts: list[Verdict] = []
+        detail = ""
+        for _ in range(KUBELET_ATTEMPTS):
+            verdict, detail = self._pull_once(reference, access)
+            attempts.append(verdict)
+            if verdict is not Verdict.ERROR:
+                break
+        return Answer(attempts[-1], detail, tuple(attempts))
+
+    def _pull_once(self, reference: str, access: Access) -> tuple[Verdict, str]:
+        with tempfile.TemporaryDirectory(prefix="hosts-", dir=self.workdir) as hosts_dir:
+            args = [
+                self.ctr,
+                "--address",
+                str(self.socket),
+                "--namespace",
+                f"pull-{uuid.uuid4().hex[:12]}",
+                "images",
+                "pull",
+                "--hosts-dir",
+                hosts_dir,
+            ]
+            _write_hosts_toml(Path(hosts_dir), access)
+            if access.user is not None:
+                args += ["--user", f"{access.user[0]}:{access.user[1]}"]
+            done = _run([*args, reference])
+        text = done.stdout + done.stderr
+        return classify(done.returncode, text), _last_line(done.stderr or done.stdout)
+
+
+def _toml_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _write_hosts_toml(hosts_dir: Path, access: Access) -> None:
+    """containerd's hosts.toml for the registry (``docs/hosts.md``): the server, its CA, and
+    the mirrors in order. containerd 1.6 ignores a file without a ``[host]`` table (it then
+    uses its defaults: plain HTTP for loopback hosts, HTTPS for the rest), so the registry
+    itself is always listed as a host too, after its mirrors."""
+    if access.ca_file is None and not access.mirrors:
+        return  # containerd's defaults, as on a node with no registry configuration
+    scheme = "http" if access.plain_http else "https"
+    server = f"{scheme}://{access.registry}"
+    lines = [f"server = {_toml_string(server)}"]
+    if access.ca_file is not None and server.startswith("https://"):
+        # The server entry is tried last, after the [host] entries: it needs the CA too.
+        lines.append(f"ca = {_toml_string(str(access.ca_file))}")
+    lines.append("")
+    for mirror in (*access.mirrors, Mirror(server)):
+        lines.append(f"[host.{_toml_string(mirror.url)}]")
+        lines.append('  capabilities = ["pull", "resolve"]')
+        if access.ca_file is not None and mirror.url.startswith("https://"):
+            lines.append(f"  ca = {_toml_string(str(access.ca_file))}")
+        lines.append("")
+    directory = hosts_dir / access.registry
+    directory.mkdir(parents=True)
+    (directory / "hosts.toml").write_text("\n".join(lines), encoding="utf-8")
+
+
+def _run(args: Sequence[str], *, stdin: str = "", env: dict[str, str] | None = None) -> Run:
+    try:
+        done = subprocess.run(
+            args,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=PULL_TIMEOUT,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Run(124, "", f"timed out after {PULL_TIMEOUT:.0f} s")
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+# -- skopeo ----------------------------------------------------------------------------------
+
+
+def skopeo_verdict(reference: str, access: Access, *, skopeo: str = "skopeo") -> Answer:
+    """``skopeo inspect`` (containers/image selects the node's platform from an index, as a
+    CRI-O pull does). Mirrors go in a registries.conf of its own; no user or system
+    configuration is read."""
+    with tempfile.TemporaryDirectory(prefix="skopeo-") as scratch:
+        work = Path(scratch)
+        authfile = work / "auth.json"
+        authfile.write_text("{}", encoding="utf-8")
+        conf = work / "registries.conf"
+        conf.write_text(_registries_conf(access), encoding="utf-8")
+        args = [
+            skopeo,
+            "--registries-conf",
+            str(conf),
+            "--command-timeout",
+            f"{PULL_TIMEOUT - 5:.0f}s",
+            "inspect",
+            "--no-tags",
+            "--retry-times",
+            str(KUBELET_ATTEMPTS - 1),
+            "--authfile",
+            str(authfile),
+        ]
+        if access.plain_http:
+            args.append("--tls-verify=false")
+        elif access.ca_file is not None:
+            certs = work / "certs"
+            certs.mkdir()
+            shutil.copy(access.ca_file, certs / "ca.crt")
+            args += ["--cert-dir", str(certs)]
+        if access.user is not None:
+            args += ["--creds", f"{access.user[0]}:{access.user[1]}"]
+        env = {"HOME": scratch, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        done = _run([*args, f"docker://{reference}"], env=env)
+    return Answer(classify(done.returncode, done.stderr), _last_line(done.stderr))
+
+
+def _registries_conf(access: Access) -> str:
+    """containers-registries.conf(5) v2: the registry, insecure when it is plain HTTP, and
+    its mirrors in order."""
+    lines = ["[[registry]]", f"location = {_toml_string(access.registry)}"]
+    if access.plain_http:
+        lines.append("insecure = true")
+    for mirror in access.mirrors:
+        lines += [
+            "",
+            "[[registry.mirror]]",
+            f"location = {_toml_string(mirror.host)}",
+            f"insecure = {'true' if mirror.url.startswith('http://') else 'false'}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+# -- imagecheck ------------------------------------------------------------------------------
+
+
+def imagecheck_verdict(
+    reference: str, access: Access, home: Path, *, extra: Sequence[str] = ()
+) -> Answer:
+    """``imagecheck check --platform auto`` with the same CA, credentials and mirrors."""
+    args = [sys.executable, "-m", "imagecheck", "check", "--platform", "auto", "--deadline", "30"]
+    stdin = ""
+    if access.ca_file is not None:
+        args += ["--ca-file", str(access.ca_file)]
+    if access.user is not None:
+        args += ["--username", access.user[0], "--password-stdin"]
+        stdin = access.user[1]
+    for mirror in access.mirrors:
+        args += ["--mirror", f"{access.registry}={mirror.host}"]
+    for host in access.insecure_hosts:
+        args += ["--insecure-registry", host]
+    dropped = ("DOCKER_", "IMAGECHECK_", "REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    env["HOME"] = str(home)
+    done = _run([*args, *extra, reference], stdin=stdin, env=env)
+    verdict = _EXIT_VERDICTS.get(done.returncode, Verdict.ERROR)
+    return Answer(verdict, _last_line(done.stderr or done.stdout))
+
+
+def all_verdicts(
+    containerd: Containerd, reference: str, access: Access, home: Path
+) -> Iterator[Answer]:
+    yield containerd.pull(reference, access)
+    yield skopeo_verdict(reference, access)
+    yield imagecheck_verdict(reference, access, home)
