@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint unit integration bench bench-scan bench-webhook bench-webhook-soak system-deps venv clean
+.PHONY: demo test lint unit integration agreement bench bench-scan bench-webhook bench-webhook-soak system-deps venv clean
 
 system-deps:
 	@scripts/system-deps.sh
@@ -33,6 +33,9 @@ unit: venv
 
 integration: system-deps venv
 	$(BIN)/pytest tests/integration
+
+agreement: system-deps venv
+	$(BIN)/pytest tests/integration/differential
 
 bench: system-deps venv
 	$(BIN)/python benchmarks/check_many.py

@@ -1,0 +1,32 @@
+"""README's "Where imagecheck and the kubelet differ" is the suite's own table, and explains
+every difference the scenarios list."""
+
+from __future__ import annotations
+
+import re
+
+from tests.integration.differential.report import README, readme_block, render_declared
+from tests.integration.differential.scenarios import SCENARIOS
+
+
+def test_readme_table_is_the_scenarios_table() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert readme_block(text) == render_declared(SCENARIOS), (
+        "README's agreement table is stale: python -m tests.integration.differential.report"
+    )
+
+
+def test_every_listed_difference_is_explained() -> None:
+    text = README.read_text(encoding="utf-8")
+    explained = set(re.findall(r'<a id="difference-([a-z0-9-]+)"></a>', text))
+    listed = {s.difference for s in SCENARIOS if s.difference is not None}
+    assert listed <= explained, f"no README entry for {sorted(listed - explained)}"
+    assert explained <= listed, (
+        f"README explains differences no scenario shows: {sorted(explained - listed)}"
+    )
+
+
+def test_scenario_ids_are_unique_and_enough() -> None:
+    ids = [s.id for s in SCENARIOS]
+    assert len(ids) == len(set(ids))
+    assert len(ids) >= 40
