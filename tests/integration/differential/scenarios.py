@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from tests.integration.conftest import RegistryEndpoint
 from tests.integration.differential.oracle import Access, Mirror, Verdict
-from tests.integration.differential.site import LONG_REPOSITORY, Site
+from tests.integration.differential.site import LONG_REPOSITORY, LONG_TAG, Site
 from tests.integration.faultproxy import (
     HTML_502_PAGE,
     Respond,
@@ -131,6 +131,16 @@ def renamed_host(host: str, name: str) -> Prepare:
         port = site.plain.host.rsplit(":", 1)[1]
         registry = f"{host}:{port}"
         yield Case(f"{registry}/{name}", Access(registry=registry, plain_http=True))
+
+    return prepare
+
+
+def default_port(host: str, name: str) -> Prepare:
+    """``host/name`` with no port: HTTPS on 443, where nothing listens on a test machine."""
+
+    @contextmanager
+    def prepare(site: Site) -> Iterator[Case]:
+        yield Case(f"{host}/{name}", Access(registry=host))
 
     return prepare
 
@@ -559,6 +569,20 @@ SCENARIOS: tuple[Scenario, ...] = (
         "path with . _ __ -, tag with capitals",
         FOUND,
         on("plain", "diff/sep.a_b__c-d:V1.0_rc-1"),
+    ),
+    Scenario(
+        "tag-128",
+        "references",
+        "tag of 128 characters",
+        FOUND,
+        on("plain", f"diff/tags:{LONG_TAG}"),
+    ),
+    Scenario(
+        "uppercase-first",
+        "references",
+        "LOCALHOST/...: a first component in capitals is a registry host (port 443)",
+        ERROR,
+        default_port("LOCALHOST", "sample/app:1.0.0"),
     ),
     Scenario(
         "long-path",

@@ -23,6 +23,8 @@ from tests.integration.pki import TLSMaterial
 
 # distribution/reference: a repository path of at most 255 characters (the domain apart).
 LONG_REPOSITORY = "diff/" + "l" * 250
+# ... and a tag of at most 128.
+LONG_TAG = "T" + "t" * 127
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ def seed_extra(client: httpx.Client, base_url: str) -> Extra:
             client, base_url, "diff/sep.a_b__c-d", "V1.0_rc-1"
         ),
         f"{LONG_REPOSITORY}:1": push_image(client, base_url, LONG_REPOSITORY, "1"),
+        f"diff/tags:{LONG_TAG}": push_image(client, base_url, "diff/tags", LONG_TAG),
         # A manifest whose layer blob is then deleted (a registry broken by a bad garbage
         # collection or a failed cross-repository mount).
         "diff/no-layer:1": push_image(client, base_url, "diff/no-layer", "1"),
