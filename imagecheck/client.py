@@ -573,6 +573,7 @@ class ImageChecker:
             None,
             allow_http_realm=insecure or plain,
             credentials_allowed=insecure or not plain,
+            insecure_hosts=self.options.insecure_registries,
         )
         if status in TRANSIENT_STATUS_CODES:
             raise TransientError(

@@ -185,7 +185,8 @@ def registry_options(command: Callable[..., None]) -> Callable[..., None]:
                      help="Ask MIRROR first for SOURCE's images, then SOURCE itself, as "
                      "containerd's hosts.toml mirrors (repeatable, in order)."),
         click.option("--insecure-registry", "insecure", multiple=True, metavar="HOST[:PORT]",
-                     help="Allow plain HTTP and unverified TLS for this registry (repeatable)."),
+                     help="Allow plain HTTP and unverified TLS for this registry, or "
+                     "credentials over plain HTTP to this token realm host (repeatable)."),
         click.option("--ca-file", "ca_files", multiple=True,
                      type=click.Path(dir_okay=False, path_type=Path),
                      help="Extra PEM CA certificate(s) to trust (repeatable). "
