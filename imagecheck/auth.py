@@ -18,6 +18,14 @@ The handshake, step by step (distribution token spec, docs/spec/auth/token.md):
 
 Credentials only ever go to the registry host and its token realm; httpx drops
 ``Authorization`` itself when a redirect leaves the origin.
+
+A plain-``http://`` realm for an HTTPS registry (Harbor or Nexus behind a TLS-terminating
+proxy advertise one) is followed as containerd follows it, except with a secret: an anonymous
+token request carries none, so it goes to the realm as given. Credentials go to the same URL
+over HTTPS instead (``https_twin``); when that cannot be reached at all (no connection, no
+TLS, an untrusted certificate), they are not sent: the check fails with a hint to name the
+realm's host insecure, which lets them go over plain HTTP. Any HTTP answer over HTTPS (a
+token, a 401, a 404) is the token service's answer, as for any realm.
 """
 
 from __future__ import annotations
@@ -42,8 +50,16 @@ from imagecheck.bounded import (
 )
 from imagecheck.challenge import Challenge, pick_challenge
 from imagecheck.credentials import Credentials, bearer_problem
-from imagecheck.errors import AuthenticationError, ProtocolError, TransientError
-from imagecheck.netguard import named_host, refusal
+from imagecheck.errors import (
+    AuthenticationError,
+    CertificateError,
+    Hint,
+    NotTLSError,
+    ProtocolError,
+    RegistryError,
+    TransientError,
+)
+from imagecheck.netguard import named_host, refusal, shown
 from imagecheck.retry import TRANSIENT_STATUS_CODES, parse_retry_after
 from imagecheck.transport import transport_errors
 
@@ -142,26 +158,67 @@ def repository_scope(request: httpx.Request) -> str:
     return ""
 
 
-def check_realm(realm: str, registry_url: httpx.URL, *, allow_http: bool) -> httpx.URL:
-    """Refuse realms that would leak credentials: plain HTTP for an HTTPS registry, or a
-    destination ``netguard`` refuses (a metadata service; a link-local address that is not
-    the registry's own host). Redirects from the realm are checked by ``netguard`` too."""
-    shown = printable(realm)
+def check_realm(realm: str, registry_url: httpx.URL) -> httpx.URL:
+    """The realm as a URL; refused when it is not an http(s) URL or names a destination
+    ``netguard`` refuses (a metadata service; a link-local address that is not the registry's
+    own host). Redirects from the realm are checked by ``netguard`` too. Whether credentials
+    may go to a plain-HTTP realm is ``RegistryAuth``'s question."""
+    quoted = printable(realm)
     try:
         url = httpx.URL(realm)
     except httpx.InvalidURL:
-        raise ProtocolError(f"invalid token realm {shown!r}: not a URL") from None
+        raise ProtocolError(f"invalid token realm {quoted!r}: not a URL") from None
     if url.scheme not in ("https", "http") or not url.host:
-        raise ProtocolError(f"invalid token realm {shown!r}: not an http(s) URL")
-    if url.scheme == "http" and registry_url.scheme == "https" and not allow_http:
-        raise ProtocolError(
-            f"refusing token realm {shown!r}: plain http for an https registry "
-            "(credentials would travel unencrypted)"
-        )
+        raise ProtocolError(f"invalid token realm {quoted!r}: not an http(s) URL")
     reason = refusal(url, named_host=registry_url.host)
     if reason is not None:
-        raise ProtocolError(f"refusing token realm {shown!r}: {reason}")
+        raise ProtocolError(f"refusing token realm {quoted!r}: {reason}")
     return url
+
+
+def https_twin(realm: httpx.URL) -> httpx.URL:
+    """The same realm over HTTPS: same host, port (an implicit 80 becomes an implicit 443)
+    and path, as a TLS-terminating proxy in front of the token service serves it."""
+    return realm.copy_with(scheme="https")
+
+
+def realm_host(realm: httpx.URL) -> str:
+    """The realm's ``host[:port]`` as ``ClientOptions.insecure_registries`` names it."""
+    return realm.netloc.decode("ascii")
+
+
+def names_realm(names: frozenset[str], realm: httpx.URL) -> bool:
+    """Whether ``names`` (insecure registries: ``host`` or ``host:port``) names the realm's
+    host, with or without its port."""
+    host = realm.raw_host.decode("ascii").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    port = realm.port or (443 if realm.scheme == "https" else 80)
+    wanted = {host, f"{host}:{port}", realm_host(realm).lower()}
+    return any(name.lower() in wanted for name in names)
+
+
+def sends_secret(creds: Credentials | None) -> bool:
+    """Whether a token request with ``creds`` carries a secret to the realm (a registry token
+    is used as it is, and never goes to the realm)."""
+    if creds is None or creds.registry_token:
+        return False
+    return creds.has_basic or bool(creds.identity_token)
+
+
+def _unreachable(exc: RegistryError) -> bool:
+    """No HTTP answer at all: no connection, no TLS, an untrusted certificate, a timeout."""
+    kinds = (TransientError, NotTLSError, CertificateError)
+    return isinstance(exc, kinds) and exc.status_code is None
+
+
+def _plain_realm_refused(realm: httpx.URL, exc: RegistryError) -> ProtocolError:
+    twin = shown(https_twin(realm))
+    return ProtocolError(
+        f"token realm {shown(realm)} is plain HTTP and {twin} cannot be reached ({exc}); "
+        "credentials are not sent over plain HTTP",
+        hint=Hint(realm_host(realm)),
+    )
 
 
 def parse_token_response(body: bytes, now: float) -> Token:
@@ -301,9 +358,13 @@ class RegistryAuthState:
 
     base_url: httpx.URL
     challenge: Challenge | None
+    # A plain-HTTP realm may have credentials: the registry itself is plain HTTP or insecure.
     allow_http_realm: bool = False
     # Credentials never travel over plain HTTP unless the host is explicitly insecure.
     credentials_allowed: bool = True
+    # The hosts named insecure (``ClientOptions.insecure_registries``): a realm's host among
+    # them may have credentials over plain HTTP.
+    insecure_hosts: frozenset[str] = frozenset()
 
 
 class RegistryAuth(httpx.Auth):
@@ -380,18 +441,34 @@ class RegistryAuth(httpx.Auth):
             return (basic_header(creds) if creds and creds.has_basic else None), True
         if not challenge.realm:
             raise ProtocolError("registry sent a Bearer challenge without a realm")
-        realm = check_realm(
-            challenge.realm, self._state.base_url, allow_http=self._state.allow_http_realm
-        )
+        given = check_realm(challenge.realm, self._state.base_url)
+        upgraded = self._needs_tls(given, creds)
+        realm = https_twin(given) if upgraded else given
         scope = repository_scope(request)
         key: TokenKey = (str(realm), challenge.service or "", scope, _creds_id(creds))
         async with self._tokens.lock(key):
             token = None if refresh else self._tokens.get(key, self._clock())
             if token is not None:
                 return f"Bearer {token.value}", False
-            token = await self._fetcher.fetch(realm, challenge.service, scope, creds)
+            try:
+                token = await self._fetcher.fetch(realm, challenge.service, scope, creds)
+            except RegistryError as exc:
+                if upgraded and _unreachable(exc):
+                    raise _plain_realm_refused(given, exc) from None
+                raise
             self._tokens.put(key, token)
         return f"Bearer {token.value}", True
+
+    def _needs_tls(self, realm: httpx.URL, creds: Credentials | None) -> bool:
+        """Whether ``creds`` must go to ``realm``'s HTTPS twin: a plain-HTTP realm of an HTTPS
+        registry, a secret to send, and neither host named insecure (see the module doc)."""
+        return (
+            realm.scheme == "http"
+            and self._state.base_url.scheme == "https"
+            and sends_secret(creds)
+            and not self._state.allow_http_realm
+            and not names_realm(self._state.insecure_hosts, realm)
+        )
 
 
 def _set_auth(request: httpx.Request, header: str | None) -> None:

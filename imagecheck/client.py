@@ -51,6 +51,8 @@ from imagecheck.credentials import (
 from imagecheck.errors import (
     AuthenticationError,
     CertificateError,
+    Hint,
+    NotTLSError,
     ProtocolError,
     RegistryError,
     TransientError,
@@ -286,10 +288,11 @@ class ImageChecker:
             # timeout: a credential helper runs here, once per registry (issue #10).
             creds = await resolve_credentials(keys, ref, deadline)
             result = await self.retry.run(lambda: self._check_once(ref, image, creds), deadline)
-        except AuthenticationError as exc:
-            return CheckResult(image, ref, Status.DENIED, message=str(exc), registry=ref.api_host)
         except RegistryError as exc:
-            return CheckResult(image, ref, Status.ERROR, message=str(exc), registry=ref.api_host)
+            status = Status.DENIED if isinstance(exc, AuthenticationError) else Status.ERROR
+            return CheckResult(
+                image, ref, status, message=str(exc), registry=ref.api_host, hint=exc.hint
+            )
         if result.status is Status.DENIED and self.options.denied_as_missing:
             # Docker Hub (for missing repositories) and Artifactory virtual repositories deny
             # what does not exist; the token exchange succeeded, so call it missing.
@@ -470,6 +473,8 @@ class ImageChecker:
                 Status.DENIED,
                 message=_denied_message(ref, auth, status),
                 registry=host,
+                # Credentials were kept back over plain HTTP: naming the host insecure sends them.
+                hint=Hint(ref.api_host) if auth.withheld else None,
             )
         raise ProtocolError(
             f"{host} answered HTTP {status} for the manifest ({_reason(response, body or b'')})",
@@ -506,7 +511,8 @@ class ImageChecker:
 
     async def _ping(self, ref: Reference) -> RegistryAuthState:
         """``GET /v2/`` to learn the scheme and the challenge. HTTPS first; plain HTTP after
-        it only for loopback and ``--insecure-registry`` hosts, as Docker does."""
+        it only for loopback (``tls.is_loopback``: exactly ``localhost``, as containerd
+        decides) and ``--insecure-registry`` hosts."""
         insecure = self._insecure(ref)
         schemes = ["https", "http"] if insecure or is_loopback(ref.hostname) else ["https"]
         client = self._client_for(ref)
@@ -523,8 +529,10 @@ class ImageChecker:
                     raise
                 self._load_trust()
                 response = await self._get(client, url, ref, {})
-            except TransientError as exc:
+            except (TransientError, NotTLSError) as exc:
                 if scheme == schemes[-1]:
+                    if isinstance(exc, NotTLSError) and len(schemes) == 1:
+                        raise _https_only(ref, exc) from None
                     raise
                 last = exc
                 log.debug("ping %s failed (%s); trying plain http", url, exc)
@@ -565,6 +573,7 @@ class ImageChecker:
             None,
             allow_http_realm=insecure or plain,
             credentials_allowed=insecure or not plain,
+            insecure_hosts=self.options.insecure_registries,
         )
         if status in TRANSIENT_STATUS_CODES:
             raise TransientError(
@@ -611,6 +620,15 @@ class ImageChecker:
             response.request.method,
             response.request.url.copy_with(query=None),
         )
+
+
+def _https_only(ref: Reference, exc: NotTLSError) -> NotTLSError:
+    """A plain-HTTP registry that may not be asked over plain HTTP: as containerd, which tries
+    HTTP only for ``localhost`` and loopback addresses (``tls.is_loopback``)."""
+    return NotTLSError(
+        f"{exc}; plain HTTP is tried only for localhost, 127.0.0.0/8 and ::1, as containerd does",
+        hint=Hint(ref.api_host),
+    )
 
 
 def _request_kind(request: httpx.Request) -> str:
@@ -721,10 +739,7 @@ def _reason(response: httpx.Response, body: bytes) -> str:
 def _denied_message(ref: Reference, auth: RegistryAuth, status: int) -> str:
     creds = auth.used
     if auth.withheld:
-        how = (
-            "anonymously: credentials are not sent over plain HTTP; "
-            f"add --insecure-registry {ref.api_host} to allow it"
-        )
+        how = "anonymously: credentials are not sent over plain HTTP"
     elif creds is None:
         how = "anonymously"
     else:

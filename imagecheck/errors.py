@@ -13,12 +13,19 @@ could be had, or where the input was wrong before any answer was asked for::
         ├── AuthenticationError    the registry or its token service refused the credentials
         ├── CertificateError       the registry's TLS certificate is not trusted
         ├── ProtocolError          the registry answered something that breaks the protocol
+        │   └── NotTLSError        an HTTPS connection met a server that does not speak TLS
         └── DeadlineExceeded       the run's deadline ended the check
 
 Only ``RegistryError.temporary`` decides whether a failure is retried (see ``retry.py``).
+
+A ``RegistryError`` may carry a :class:`Hint`: what setting would let the refused step go
+ahead. The library states it in its own terms; each front end words it with its own option
+names (``render.hint_text``), so no flag name is baked into a library message.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 # Longer messages are cut: an error is a line, not a document.
 MAX_MESSAGE = 2000
@@ -55,14 +62,26 @@ class CredentialsError(UsageError):
     """A credential source that exists but cannot be used (bad JSON, bad base64, ...)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """What would let a refused step go ahead: naming ``insecure_registry`` (a host, or
+    host:port) as an insecure registry (``ClientOptions.insecure_registries``), which allows
+    plain HTTP, credentials over it, and unverified TLS for that host."""
+
+    insecure_registry: str
+
+
 class RegistryError(ImagecheckError):
     """The registry could not be asked, or did not give a usable answer."""
 
     temporary: bool = False
 
-    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, status_code: int | None = None, hint: Hint | None = None
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
+        self.hint = hint
 
 
 class TransientError(RegistryError):
@@ -94,6 +113,12 @@ class CertificateError(RegistryError):
 
 class ProtocolError(RegistryError):
     """The registry broke the distribution protocol (bad challenge, digest mismatch, ...)."""
+
+
+class NotTLSError(ProtocolError):
+    """An HTTPS connection met a server that answered without TLS: most likely plain HTTP.
+    Not temporary (the server will not learn TLS on a retry); ``client.py`` tries plain HTTP
+    after it only where plain HTTP is allowed."""
 
 
 class DeadlineExceeded(RegistryError):

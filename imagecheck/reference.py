@@ -9,18 +9,30 @@ The grammar is the one Docker, containerd and the Distribution registry share
     path-component := [a-z0-9]+ ( ( "." | "_" | "__" | "-"+ ) [a-z0-9]+ )*
     tag        := [A-Za-z0-9_] [A-Za-z0-9_.-]{0,127}
 
-and the digest is the OCI one
-(https://github.com/opencontainers/image-spec/blob/main/descriptor.md#digests)::
+and the digest is one go-digest v1.0.0 knows
+(https://github.com/opencontainers/go-digest/blob/v1.0.0/algorithm.go)::
 
-    digest     := algorithm ":" encoded
-    algorithm  := [a-z0-9]+ ( [+._-] [a-z0-9]+ )*
-    encoded    := [a-zA-Z0-9=_-]+
+    digest     := ( "sha256" | "sha384" | "sha512" ) ":" lowercase hex of 64 | 96 | 128
 
-Docker Hub normalisation follows ``ParseNormalizedNamed``
-(https://github.com/distribution/reference/blob/main/normalize.go): a reference
-without a registry, or with ``docker.io`` / ``index.docker.io`` /
-``registry-1.docker.io``, lives on ``docker.io``; a one-component Hub repository
-is an official image under ``library/``; no tag and no digest means ``latest``.
+What is accepted, and how it is split, is what the kubelet and containerd decide:
+``ParseNormalizedNamed`` of distribution/reference v0.6.0 (normalize.go, reference.go,
+regexp.go), with go-digest v1.0.0 checking the digest. Case for case:
+
+* the first component is a registry when it contains ``.`` or ``:``, is exactly
+  ``localhost``, or has an uppercase letter (``Foo/bar`` is host ``Foo``, path ``bar``);
+  otherwise the whole name is a Docker Hub repository (``splitDockerDomain``); a dotted
+  first component that is no host name but a path component (``my_host.lan/app``) is a
+  registry too (see ``_path_host``);
+* exactly ``docker.io`` and ``index.docker.io`` (no other spelling, not
+  ``registry-1.docker.io``) are Docker Hub, named ``docker.io``; a one-component Hub
+  repository is an official image under ``library/``; no tag and no digest means ``latest``;
+* the 255-character limit is on the repository path alone (``library/`` included), not on
+  the registry (``RepositoryNameTotalLengthMax``);
+* a digest is ``sha256``, ``sha384`` or ``sha512`` (``blake3`` and the rest are
+  "unsupported digest algorithm" there).
+
+Deliberately stricter (the kubelet accepts these, and the pull then fails to connect): a
+port outside 1-65535, and a bracketed IPv6 host that is not an IPv6 address (``[1:2:3]``).
 
 ``Reference.__post_init__`` validates every field, so a value changed with
 ``dataclasses.replace`` is checked exactly as a parsed one is.
@@ -43,7 +55,9 @@ DOCKER_HUB_API_HOST = "registry-1.docker.io"
 DEFAULT_TAG = "latest"
 
 _HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
-_NAME_MAX = 255  # distribution's NameTotalLengthMax
+# distribution's legacyDefaultDomain: the only other spelling normalised to docker.io.
+_LEGACY_HUB = "index.docker.io"
+_PATH_MAX = 255  # distribution's RepositoryNameTotalLengthMax: the path, not the domain
 _TAG_MAX = 128
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
@@ -55,16 +69,14 @@ _PORT = re.compile(r"[0-9]{1,5}")
 _PATH_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _ALGORITHM = re.compile(r"[a-z0-9]+(?:[+._-][a-z0-9]+)*")
-_ENCODED = re.compile(r"[A-Za-z0-9=_-]+")
 _LOWER_HEX = re.compile(r"[0-9a-f]+")
 # A bare image ID; Docker refuses it as a name because it is ambiguous.
 _IMAGE_ID = re.compile(r"[0-9a-f]{64}")
 
-# Algorithms registered in the OCI image-spec, with the exact length of their
-# lowercase-hex encoding. Anything else only has to follow the generic
-# ``encoded`` grammar: the spec allows other algorithms, and whether a registry
-# supports one is for the registry to answer, not for the parser to guess.
-_REGISTERED_DIGESTS = {"sha256": 64, "sha512": 128, "blake3": 64}
+# The algorithms go-digest v1.0.0 (vendored by the kubelet and containerd) knows, with the
+# exact length of their lowercase-hex encoding (algorithm.go). Any other algorithm, blake3
+# included, is "unsupported digest algorithm" there: the kubelet refuses the image name.
+_SUPPORTED_DIGESTS = {"sha256": 64, "sha384": 96, "sha512": 128}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +99,16 @@ class Reference:
 
     @property
     def is_docker_hub(self) -> bool:
+        """Whether Docker Hub's credentials apply (config.json's ``index.docker.io`` entry):
+        any spelling of a Hub host."""
         return self.registry.lower() in _HUB_ALIASES
 
     @property
     def api_host(self) -> str:
-        """The ``host[:port]`` to send HTTP requests to."""
-        return DOCKER_HUB_API_HOST if self.is_docker_hub else self.registry
+        """The ``host[:port]`` to send HTTP requests to: ``docker.io`` (exactly, as
+        containerd's ``ConfigureHosts`` compares it, remotes/docker/config/hosts.go) is
+        ``registry-1.docker.io``; every other registry is asked as written."""
+        return DOCKER_HUB_API_HOST if self.registry == DOCKER_HUB else self.registry
 
     @property
     def hostname(self) -> str:
@@ -196,27 +212,27 @@ def _name_shape_problem(name: str) -> str | None:
 
 
 def _split_registry(name: str) -> tuple[str | None, str]:
-    """Split off the registry, if the first component is one.
+    """Split off the registry, if the first component is one: distribution's
+    ``splitDockerDomain`` (normalize.go), case for case.
 
-    It is a registry when it has a "." or a ":" or is exactly "localhost";
-    otherwise the whole name is a Docker Hub repository. (distribution also
-    treats an uppercase first component as a registry; we do not, so that
-    "MyOrg/app" gets the clearer uppercase error instead of a lookup of host
-    "MyOrg".)
+    It is a registry when it is exactly ``localhost``, has a "." or a ":", or has an
+    uppercase letter (repository paths are lowercase, so ``Foo/bar`` names host ``Foo``);
+    otherwise the whole name is a Docker Hub repository.
     """
     first, slash, remainder = name.partition("/")
-    if slash and (first == "localhost" or "." in first or ":" in first):
+    if slash and (first == "localhost" or "." in first or ":" in first or first != first.lower()):
         return first, remainder
     return None, name
 
 
 def _normalize(registry: str | None, path: str) -> tuple[str, str]:
-    if registry is not None and registry.lower() not in _HUB_ALIASES:
-        return registry, path
-    # Docker Hub: official images live under library/.
-    if "/" not in path:
+    """Docker Hub is ``docker.io`` or ``index.docker.io`` spelled exactly so; only there does a
+    one-component path become an official image under ``library/``."""
+    if registry is None or registry == _LEGACY_HUB:
+        registry = DOCKER_HUB
+    if registry == DOCKER_HUB and "/" not in path:
         path = f"library/{path}"
-    return DOCKER_HUB, path
+    return registry, path
 
 
 # --- validating the fields ---------------------------------------------------
@@ -228,8 +244,8 @@ def _field_problem(ref: Reference) -> str | None:
         return "a reference needs a tag or a digest"
     return (
         _registry_problem(ref.registry)
-        or _name_length_problem(ref.name)
         or _repository_problem(ref.repository)
+        or _path_length_problem(ref)
         or (None if ref.tag is None else _tag_problem(ref.tag))
         or (None if ref.digest is None else _digest_problem(ref.digest))
     )
@@ -256,7 +272,17 @@ def _registry_problem(registry: str) -> str | None:
     host, port = _split_port(registry)
     if port is not None and (not _PORT.fullmatch(port) or not 1 <= int(port) <= 65535):
         return f"invalid port {_quote(port)}: must be a number from 1 to 65535"
+    if _path_host(registry):
+        return None
     return _host_problem(host)
+
+
+def _path_host(registry: str) -> bool:
+    """distribution's quirk: in ``my_host.lan/app`` the first component is no domain for its
+    grammar, but the whole name is a valid path, so the kubelet accepts it (with domain "",
+    the path measured whole), and containerd asks its first component, ``my_host.lan``, as
+    the host (``reference.Spec.Hostname``)."""
+    return bool(_PATH_COMPONENT.fullmatch(registry)) and not _DOMAIN_NAME.fullmatch(registry)
 
 
 def _host_problem(host: str) -> str | None:
@@ -290,11 +316,12 @@ def _ipv6_problem(host: str) -> str | None:
     )
 
 
-def _name_length_problem(name: str) -> str | None:
-    # Measured on the normalised name (docker.io/library/... included), as
-    # distribution's ParseNormalizedNamed does.
-    if len(name) > _NAME_MAX:
-        return f"repository name is longer than {_NAME_MAX} characters"
+def _path_length_problem(ref: Reference) -> str | None:
+    """The path alone (``library/`` included), not the registry, as distribution's ``Parse``
+    measures it; with the registry when that is part of the path (``_path_host``)."""
+    path = ref.name if _path_host(ref.registry) else ref.repository
+    if len(path) > _PATH_MAX:
+        return f"repository path is longer than {_PATH_MAX} characters"
     return None
 
 
@@ -340,17 +367,16 @@ def _digest_problem(digest: str) -> str | None:
             f"invalid digest {_quote(digest)}: the algorithm must be lowercase letters and "
             "digits, joined by '+', '.', '_' or '-'"
         )
-    length = _REGISTERED_DIGESTS.get(algorithm)
-    if length is not None:
-        if len(encoded) != length or not _LOWER_HEX.fullmatch(encoded):
-            return (
-                f"invalid digest {_quote(digest)}: {algorithm} digests are {length} "
-                "lowercase hex characters"
-            )
-    elif not _ENCODED.fullmatch(encoded):
+    length = _SUPPORTED_DIGESTS.get(algorithm)
+    if length is None:
         return (
-            f"invalid digest {_quote(digest)}: the encoded part may use only letters, "
-            "digits, '=', '_' and '-'"
+            f"unsupported digest algorithm {_quote(algorithm)}: the kubelet and containerd "
+            "accept sha256, sha384 and sha512"
+        )
+    if len(encoded) != length or not _LOWER_HEX.fullmatch(encoded):
+        return (
+            f"invalid digest {_quote(digest)}: {algorithm} digests are {length} "
+            "lowercase hex characters"
         )
     return None
 

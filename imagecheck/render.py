@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from imagecheck.bounded import printable
+from imagecheck.errors import Hint
 from imagecheck.result import CheckResult, Status
 
 if TYPE_CHECKING:  # scanning needs PyYAML: not loaded by `check` (an initContainer's start-up)
@@ -22,6 +24,21 @@ if TYPE_CHECKING:  # scanning needs PyYAML: not loaded by `check` (an initContai
 
 # Kubernetes keeps at most 4096 bytes of a container's termination message.
 TERMINATION_LOG_LIMIT = 4096
+
+
+def hint_text(hint: Hint) -> str:
+    """A :class:`~imagecheck.errors.Hint` in the words of the command line (``check``, ``scan``
+    and ``serve`` share the option)."""
+    return f"add --insecure-registry {hint.insecure_registry} to allow it"
+
+
+def explained(result: CheckResult) -> CheckResult:
+    """``result`` with its hint, if any, worded at the end of its message: what front ends
+    (the CLI, the webhook) show."""
+    if result.hint is None:
+        return result
+    message = f"{result.message}; {hint_text(result.hint)}" if result.message else ""
+    return replace(result, message=message or hint_text(result.hint), hint=None)
 
 
 def shown(result: CheckResult) -> str:

@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from imagecheck.errors import Hint
 from imagecheck.reference import Reference
 
 
@@ -29,7 +30,9 @@ class CheckResult:
 
     ``image`` is the text as the user gave it; ``reference`` its parsed form (``None`` only
     when the text was not a valid reference). ``digest``, ``media_type`` and ``size`` describe
-    the manifest the registry holds, when it was found.
+    the manifest the registry holds, when it was found. ``hint`` says what setting would let a
+    refused step go ahead; front ends add it to the message in their own words
+    (``render.explained``).
     """
 
     image: str
@@ -41,6 +44,7 @@ class CheckResult:
     size: int | None = None
     registry: str | None = None
     elapsed_ms: float = 0.0
+    hint: Hint | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape documented in the README (stable field names)."""

@@ -19,13 +19,24 @@ _HASHED_CERT_RE = re.compile(r"^[0-9a-f]{8}\.[0-9]+$")
 
 
 def is_loopback(host: str) -> bool:
-    """``localhost``, 127.0.0.0/8 and ::1: Docker treats them as insecure registries."""
-    if host.lower() == "localhost":
+    """Whether containerd lets ``host`` (no port, no brackets) fall back to plain HTTP: exactly
+    ``localhost`` in lowercase, or a loopback address (127.0.0.0/8, ::1, and ::1's IPv4-mapped
+    forms, as Go's ``net.IP.IsLoopback`` reads them).
+
+    containerd's ``docker.IsLocalhost`` (remotes/docker/resolver.go, v1.6 and v1.7;
+    core/remotes/docker/resolver.go in v2), which ``ConfigureHosts``
+    (remotes/docker/config/hosts.go) and the CRI plugin's ``defaultScheme`` ask, compares
+    ``host == "localhost"``: ``LocalHost:5000`` is not local there, so it gets HTTPS only.
+    """
+    if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        address = ipaddress.ip_address(host)
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
 
 
 def make_ssl_context(ca_files: Sequence[Path] = ()) -> ssl.SSLContext:

@@ -13,11 +13,16 @@ import ssl
 import httpx
 
 from imagecheck.bounded import printable
-from imagecheck.errors import CertificateError, ProtocolError, TransientError
+from imagecheck.errors import CertificateError, NotTLSError, ProtocolError, TransientError
 
 # httpx's RemoteProtocolError for a Location header that is not a URL: the registry's fault,
 # not the connection's, so not worth a retry.
 _INVALID_LOCATION = "Invalid URL in location header"
+# What OpenSSL says when the first bytes back are not a TLS record, e.g. "HTTP/1.1 400":
+# the server speaks plain HTTP (1.1 and 3.0 say the first; 3.2 and later, the others).
+_NOT_TLS_REASONS = frozenset(
+    {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST"}
+)
 
 
 class transport_errors:
@@ -39,6 +44,8 @@ class transport_errors:
                 f"TLS certificate of {self.host} is not trusted ({printable(cert)}); "
                 "pass --ca-file with the CA that signed it"
             ) from None
+        if _not_tls(exc):
+            raise NotTLSError(f"{self.host} does not speak TLS (a plain-HTTP server?)") from None
         if isinstance(exc, httpx.TimeoutException):
             raise TransientError(f"timed out talking to {self.host}") from None
         if isinstance(exc, httpx.TooManyRedirects):
@@ -66,6 +73,15 @@ def _certificate_problem(exc: BaseException) -> str | None:
     if "CERTIFICATE_VERIFY_FAILED" in text:
         return text.split("CERTIFICATE_VERIFY_FAILED", 1)[1].strip(" ]:()") or "verify failed"
     return None
+
+
+def _not_tls(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError) and seen.reason in _NOT_TLS_REASONS:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _describe(exc: BaseException) -> str:

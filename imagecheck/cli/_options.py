@@ -27,6 +27,7 @@ from imagecheck.files import write_regular_file
 from imagecheck.platform import parse_platform
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.render import (
+    explained,
     render_json,
     render_text,
     shown,
@@ -184,7 +185,8 @@ def registry_options(command: Callable[..., None]) -> Callable[..., None]:
                      help="Ask MIRROR first for SOURCE's images, then SOURCE itself, as "
                      "containerd's hosts.toml mirrors (repeatable, in order)."),
         click.option("--insecure-registry", "insecure", multiple=True, metavar="HOST[:PORT]",
-                     help="Allow plain HTTP and unverified TLS for this registry (repeatable)."),
+                     help="Allow plain HTTP and unverified TLS for this registry, or "
+                     "credentials over plain HTTP to this token realm host (repeatable)."),
         click.option("--ca-file", "ca_files", multiple=True,
                      type=click.Path(dir_okay=False, path_type=Path),
                      help="Extra PEM CA certificate(s) to trust (repeatable). "
@@ -332,15 +334,17 @@ async def check_all(
 ) -> list[CheckResult]:
     async with ImageChecker(options, keychain) as checker:
         if wait is None:
-            return await checker.check_many(items, Deadline.after(deadline))
-        # The last round starts when the wait ends, and still gets its own deadline.
-        return await wait_for_images(
-            checker,
-            items,
-            until=Deadline.after(wait),
-            round_seconds=deadline,
-            progress=lambda line: click.echo(f"imagecheck: {line}", err=True),
-        )
+            results = await checker.check_many(items, Deadline.after(deadline))
+        else:
+            # The last round starts when the wait ends, and still gets its own deadline.
+            results = await wait_for_images(
+                checker,
+                items,
+                until=Deadline.after(wait),
+                round_seconds=deadline,
+                progress=lambda line: click.echo(f"imagecheck: {line}", err=True),
+            )
+    return [explained(r) for r in results]
 
 
 def parse_all(images: Sequence[str]) -> list[CheckResult]:

@@ -32,6 +32,7 @@ from imagecheck.credentials import ChainKeychain, Keychain
 from imagecheck.errors import ImagecheckError
 from imagecheck.kube import InCluster, KubeClient
 from imagecheck.pullsecrets import PullSecretKeychain
+from imagecheck.render import explained
 from imagecheck.retry import Deadline
 from imagecheck.webhook.cache import ResultCache
 from imagecheck.webhook.limits import (
@@ -247,7 +248,7 @@ class Webhook:
         answers = await self.cache.results(images, deadline, keychain, credentials)
         verdict = decide(
             review,
-            answers.results,
+            {image: explained(result) for image, result in answers.results.items()},
             warn_only=self.settings.warn_only,
             errors_pass=self.settings.errors_pass,
             unchecked=answers.unchecked,

@@ -80,12 +80,16 @@ class _Behaviour:
 
 
 class TokenServer:
-    """HTTPS token server on 127.0.0.1; start with ``with`` or :meth:`start`."""
+    """HTTPS token server on 127.0.0.1; start with ``with`` or :meth:`start`.
+
+    ``ssl_context=None`` serves plain HTTP: a token service as a registry behind a
+    TLS-terminating proxy (Harbor, Nexus) advertises it, ``realm="http://..."``.
+    """
 
     def __init__(
         self,
         *,
-        ssl_context: ssl.SSLContext,
+        ssl_context: ssl.SSLContext | None,
         signer: TokenSigner,
         service: str,
         issuer: str = "imagecheck-test-issuer",
@@ -113,7 +117,8 @@ class TokenServer:
 
     @property
     def realm(self) -> str:
-        return f"https://127.0.0.1:{self.port}/token"
+        scheme = "https" if self._ssl_context is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}/token"
 
     def start(self) -> None:
         server = _HTTPSServer(("127.0.0.1", 0), _Handler, self._ssl_context, self)
@@ -349,7 +354,7 @@ class _HTTPSServer(ThreadingHTTPServer):
         self,
         address: tuple[str, int],
         handler: type[BaseHTTPRequestHandler],
-        ssl_context: ssl.SSLContext,
+        ssl_context: ssl.SSLContext | None,
         owner: TokenServer,
     ) -> None:
         self.ssl_context = ssl_context
@@ -361,6 +366,9 @@ class _HTTPSServer(ThreadingHTTPServer):
         # its TLS handshake holds up only itself, not the accept loop.
         assert isinstance(request, socket)
         request.settimeout(10)
+        if self.ssl_context is None:  # plain HTTP
+            super().finish_request(request, client_address)
+            return
         try:
             tls = self.ssl_context.wrap_socket(request, server_side=True)
         except (ssl.SSLError, OSError):

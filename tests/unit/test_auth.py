@@ -35,7 +35,7 @@ from imagecheck.credentials import (
     Keychain,
     StaticKeychain,
 )
-from imagecheck.errors import ProtocolError
+from imagecheck.errors import Hint, ProtocolError
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline, RetryPolicy
@@ -543,7 +543,6 @@ def test_token_service_refusal_is_denied(
 
 # (id, challenge realm, words in the message)
 BAD_REALMS: list[tuple[str, str, str]] = [
-    ("http-realm-for-https-registry", "http://auth.test/token", "plain http"),
     ("metadata-ipv4", "https://169.254.169.254/latest/meta-data", "cloud metadata service"),
     ("link-local-http", "http://169.254.10.1/token", "refusing token realm"),
     ("link-local-ipv6", "https://[fe80::1]/token", "a link-local address"),
@@ -570,6 +569,110 @@ def test_dangerous_realm_is_refused(router: respx.Router, realm: str, words: str
     assert words in result.message
     assert not anywhere.called  # the credentials went nowhere
     assert not head.called
+
+
+# -- a plain-HTTP realm for an HTTPS registry (Harbor, Nexus behind a TLS-terminating proxy) ----
+
+HTTP_REALM = "http://auth.test/token"
+HTTP_BEARER = f'Bearer realm="{HTTP_REALM}",service="registry.test"'
+
+
+def _checked(router: respx.Router, keychain: Keychain | None, **options: object) -> CheckResult:
+    async def main() -> CheckResult:
+        async with ImageChecker(
+            ClientOptions(**options),  # type: ignore[arg-type]
+            keychain,
+            transport=httpx.MockTransport(router.async_handler),
+            retry_policy=RetryPolicy(retries=3, sleep=Sleeps(), rng=lambda: 0.0),
+        ) as checker:
+            return await checker.check(parse_reference("registry.test/app:1.0"), Deadline.after(30))
+
+    return asyncio.run(main())
+
+
+def test_http_realm_is_followed_anonymously(router: respx.Router) -> None:
+    # No secret to protect: as containerd, follow the realm the registry names.
+    ping(router, HTTP_BEARER)
+    plain = router.get(HTTP_REALM).respond(200, json={"token": "anon"})
+    twin = router.get("https://auth.test/token").respond(200, json={"token": "t"})
+    head = manifest(router).mock(return_value=found())
+    result = check(router, "registry.test/app:1.0")
+    assert result.status is Status.FOUND
+    assert plain.call_count == 1
+    assert "Authorization" not in plain.calls.last.request.headers
+    assert not twin.called
+    assert head.calls.last.request.headers["Authorization"] == "Bearer anon"
+
+
+def test_http_realm_credentials_go_to_its_https_twin(router: respx.Router) -> None:
+    ping(router, HTTP_BEARER)
+    plain = router.get(HTTP_REALM).respond(200, json={"token": "plain"})
+    twin = router.get("https://auth.test/token").respond(200, json={"token": "tls"})
+    head = manifest(router).mock(return_value=found())
+    result = check(router, "registry.test/app:1.0", StaticKeychain(ALICE))
+    assert result.status is Status.FOUND
+    assert not plain.called  # the secret never went over plain HTTP
+    assert twin.calls.last.request.headers["Authorization"].startswith("Basic ")
+    assert head.calls.last.request.headers["Authorization"] == "Bearer tls"
+
+
+def test_http_realm_twin_answer_counts(router: respx.Router) -> None:
+    # HTTPS answers: it is the token service, and its 401 is its answer about the credentials.
+    ping(router, HTTP_BEARER)
+    plain = router.get(HTTP_REALM).respond(200, json={"token": "plain"})
+    router.get("https://auth.test/token").respond(401)
+    result = check(router, "registry.test/app:1.0", StaticKeychain(ALICE))
+    assert result.status is Status.DENIED
+    assert not plain.called
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [httpx.ConnectError("connection refused"), httpx.ConnectTimeout("timed out")],
+    ids=["refused", "timeout"],
+)
+def test_http_realm_without_https_twin_keeps_credentials(
+    router: respx.Router, failure: Exception
+) -> None:
+    ping(router, HTTP_BEARER)
+    plain = router.get(HTTP_REALM).respond(200, json={"token": "plain"})
+    twin = router.get("https://auth.test/token").mock(side_effect=failure)
+    head = manifest(router).mock(return_value=found())
+    result = check(router, "registry.test/app:1.0", StaticKeychain(ALICE))
+    assert result.status is Status.ERROR
+    assert result.message.startswith(
+        "token realm http://auth.test is plain HTTP and https://auth.test cannot be reached ("
+    )
+    assert result.message.endswith("credentials are not sent over plain HTTP")
+    assert result.hint == Hint("auth.test")
+    assert PASSWORD not in result.message and "alice" not in result.message
+    assert not plain.called
+    assert twin.call_count == 1  # not retried: no retry sends them
+    assert not head.called
+
+
+@pytest.mark.parametrize(
+    "insecure", ["auth.test", "auth.test:80", "AUTH.test"], ids=["host", "host-port", "case"]
+)
+def test_http_realm_named_insecure_gets_credentials(router: respx.Router, insecure: str) -> None:
+    ping(router, HTTP_BEARER)
+    plain = router.get(HTTP_REALM).respond(200, json={"token": "plain"})
+    twin = router.get("https://auth.test/token").respond(200, json={"token": "tls"})
+    head = manifest(router).mock(return_value=found())
+    result = _checked(router, StaticKeychain(ALICE), insecure_registries=frozenset({insecure}))
+    assert result.status is Status.FOUND
+    assert not twin.called
+    assert plain.calls.last.request.headers["Authorization"].startswith("Basic ")
+    assert head.calls.last.request.headers["Authorization"] == "Bearer plain"
+
+
+def test_http_realm_with_port_keeps_the_port(router: respx.Router) -> None:
+    ping(router, 'Bearer realm="http://auth.test:8080/svc/token",service="s"')
+    twin = router.get("https://auth.test:8080/svc/token").mock(side_effect=httpx.ConnectError)
+    result = check(router, "registry.test/app:1.0", StaticKeychain(ALICE))
+    assert result.status is Status.ERROR
+    assert twin.call_count == 1
+    assert result.hint == Hint("auth.test:8080")
 
 
 # Other spellings of the cloud metadata address, which the resolver and the socket layer reach

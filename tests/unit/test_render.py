@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from imagecheck.errors import Hint
 from imagecheck.reference import parse_reference
-from imagecheck.render import render_json, render_text, termination_summary
+from imagecheck.render import explained, render_json, render_text, termination_summary
 from imagecheck.result import CheckResult, Status
 
 
@@ -79,3 +80,16 @@ def test_text_and_termination_summary_never_carry_control_characters() -> None:
 def test_json_keeps_the_message_faithfully() -> None:
     (data,) = json.loads(render_json([result("a:1", Status.ERROR, FORGED)]))
     assert data["message"] == FORGED
+
+
+def test_explained_words_the_hint_with_the_option_name() -> None:
+    ref = parse_reference("registry.test/app:1")
+    plain = CheckResult("registry.test/app:1", ref, Status.ERROR, message="refused")
+    assert explained(plain) is plain
+    hinted = CheckResult(
+        "registry.test/app:1", ref, Status.ERROR, message="refused", hint=Hint("auth.test:80")
+    )
+    shown = explained(hinted)
+    assert shown.message == "refused; add --insecure-registry auth.test:80 to allow it"
+    assert shown.hint is None
+    assert explained(shown) == shown  # worded once
