@@ -583,6 +583,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "LOCALHOST/...: a first component in capitals is a registry host (port 443)",
         ERROR,
         default_port("LOCALHOST", "sample/app:1.0.0"),
+        skopeo=Verdict.INVALID,
     ),
     Scenario(
         "long-path",
