@@ -586,6 +586,16 @@ SCENARIOS: tuple[Scenario, ...] = (
         skopeo=Verdict.INVALID,
     ),
     Scenario(
+        "port-zero",
+        "references",
+        "registry port 0 (127.0.0.1:0)",
+        ERROR,
+        default_port("127.0.0.1:0", "sample/app:1.0.0"),
+        imagecheck=Verdict.INVALID,
+        difference="host-port",
+        skopeo=Verdict.ERROR,
+    ),
+    Scenario(
         "long-path",
         "references",
         "repository path of 255 characters",
