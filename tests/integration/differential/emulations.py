@@ -51,7 +51,6 @@ FOUND, MISSING, DENIED, ERROR = Verdict.FOUND, Verdict.MISSING, Verdict.DENIED, 
 # The repositories anonymous callers may pull where a registry has public ones (the samples
 # under sample/ and public/; private/secret:1.0 is the private image).
 PUBLIC_PREFIXES = ("sample/", "public/")
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 
 
 # -- the pieces every emulation uses -------------------------------------------------------------
@@ -305,8 +304,10 @@ class DockerHub(Emulation):
     host, with ``service="registry.docker.io"``; anonymous tokens open public repositories
     (docs.docker.com/docker-hub/usage/pulls/ fetches one with
     ``curl "https://auth.docker.io/token?service=registry.docker.io&scope=repository:...:pull"``).
-    A repository that does not exist is refused like a private one: "pull access denied ...
-    repository does not exist or may require 'docker login'".
+    A repository that does not exist is refused like a private one (the token leaves it
+    out, the registry answers 401): the Docker daemon words that 401 "pull access denied for
+    X, repository does not exist or may require 'docker login'" (moby), and imagecheck's
+    ``--denied-as-missing`` exists for it.
 
     Pull limits (docs.docker.com/docker-hub/usage/pulls/): manifest answers carry
     ``ratelimit-limit: 100;w=21600`` and ``ratelimit-remaining: N;w=21600`` (and
@@ -425,9 +426,10 @@ class ECR(Emulation):
     awslabs/amazon-ecr-credential-helper#7). A repository that does not exist: "name unknown:
     The repository with name 'X' does not exist in the registry with id 'Y'"
     (aws-actions/amazon-ecr-login#166), NAME_UNKNOWN, 404. A tag that does not exist: 404
-    MANIFEST_UNKNOWN; the wording "Requested image not found" is from memory of ECR's answers,
-    not from a source found here. The body of ECR's 401 and its answer to a password it never
-    issued: not found in sources; the emulation challenges again (401).
+    (containerd's "not found" in ECR pull failures); its body was not found in sources (the
+    emulation: MANIFEST_UNKNOWN, "Requested image not found", a guess). The body of ECR's 401
+    and its answer to a password it never issued: not found in sources either (the
+    emulation challenges again, 401).
     """
 
     ACCOUNT = "123456789012"
@@ -656,14 +658,17 @@ class Quay(Emulation):
     """Quay (quay/quay ``endpoints/v2/v2auth.py``): the token endpoint is
     ``@v2_bp.route("/auth")`` on the registry's host, GET only (a Flask route's default
     methods), so the OAuth2 POST is 405; containerd falls back to the GET on 405 when it has
-    a username (``authorizer.go``). Credentials that fail are ``InvalidLogin`` (401); a
-    repository the caller may not read gets an access entry with no actions, so the registry
-    then refuses the token; the answer is ``{"token": ...}``. Robot accounts log in as
-    ``<namespace>+<robot>``: a ``+`` in the username.
+    a username (``authorizer.go``). Credentials that fail are ``InvalidLogin``, 401
+    "Specified credentials are invalid"; a repository the caller may not read gets an access
+    entry with no actions, so the registry then refuses the token, 401 "access to the
+    requested resource is not authorized" (``endpoints/v2/errors.py``); the answer is
+    ``{"token": ...}``. Robot accounts log in as ``<namespace>+<robot>``: a ``+`` in the
+    username.
     """
 
     realm_path = "/v2/auth"
     post_status = 405
+    unauthorized_message = "access to the requested resource is not authorized"
 
     def __init__(self, site: Site, stack: ExitStack) -> None:
         super().__init__(site, stack)
@@ -673,7 +678,7 @@ class Quay(Emulation):
         self.logins = {"robot": ("private+puller", token)}
 
     def login_refused(self) -> Respond:
-        return oci_error(401, "UNAUTHORIZED", "Invalid Username or Password")
+        return oci_error(401, "UNAUTHORIZED", "Specified credentials are invalid")
 
     def token_body(self, token: str) -> dict[str, object]:
         return {"token": token}
