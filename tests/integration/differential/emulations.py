@@ -803,6 +803,13 @@ EMULATED: tuple[Scenario, ...] = (
         emulated(DockerHub, "sample/app:multi"),
     ),
     Scenario(
+        "hub-anon-missing-tag",
+        "Docker Hub",
+        "anonymous, public repository, tag never pushed",
+        MISSING,
+        emulated(DockerHub, "sample/app:nope"),
+    ),
+    Scenario(
         "hub-anon-no-repo",
         "Docker Hub",
         "anonymous, repository that does not exist",
