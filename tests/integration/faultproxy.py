@@ -12,9 +12,12 @@ Actions: :class:`Forward`, :class:`Respond` (any status, headers and body),
 :class:`Hang` (read the request, never answer), :class:`Trickle` (send the answer a few bytes
 at a time), :class:`Reset` (send part of an answer, then RST or FIN), :class:`StripHeaders`
 (forward, minus some upstream headers), :class:`SetHeaders` (forward, with some headers set),
-:class:`Rewrite` (forward, with the body rewritten), :class:`Flood` (a huge or endless body,
-made on the fly and never held) and :class:`RandomFailures` (seeded; a share of the
-requests get one of its failures, the rest are forwarded).
+:class:`Rewrite` (forward, with the body rewritten), :class:`Replace` (forward, but answer
+otherwise when upstream answers some statuses), :class:`Flood` (a huge or endless body,
+made on the fly and never held), :class:`RandomFailures` (seeded; a share of the
+requests get one of its failures, the rest are forwarded) and :class:`Handle` (a function of
+the whole :class:`Request`, headers and body included, picks one of the above: how a test
+plays a registry or token service that checks ``Authorization``, counts, or challenges).
 
 Every request is journalled (:class:`Exchange`: method, path, monotonic time, action, status
 sent), so tests assert on what the proxy *saw*. A TLS ClientHello is answered with a plain
@@ -45,6 +48,7 @@ import struct
 import sys
 import threading
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -161,6 +165,15 @@ class Rewrite:
 
 
 @dataclass(frozen=True)
+class Replace:
+    """Relay the upstream answer, unless its status is a key of ``statuses``: then answer that
+    :class:`Respond` instead (a registry that words an answer its own way, e.g. 403 where
+    Distribution says 404)."""
+
+    statuses: Mapping[int, Respond]
+
+
+@dataclass(frozen=True)
 class Flood:
     """Answer ``status`` with ``headers`` and a body of ``size`` bytes of ``fill`` (``None``:
     endless, sent chunked), made 64 KiB at a time and never held whole: the body a hostile
@@ -209,7 +222,7 @@ class RandomFailures:
         return f"RandomFailures(p={self.probability}, seed={self.seed})"
 
 
-Action = (
+Concrete = (
     Forward
     | Respond
     | Hang
@@ -218,10 +231,52 @@ Action = (
     | StripHeaders
     | SetHeaders
     | Rewrite
+    | Replace
     | Flood
-    | RandomFailures
 )
-_Concrete = Forward | Respond | Hang | Trickle | Reset | StripHeaders | SetHeaders | Rewrite | Flood
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as the proxy read it (what a :class:`Handle` function is given)."""
+
+    method: str
+    target: str
+    headers: http.client.HTTPMessage
+    body: bytes
+    keep_alive: bool
+
+    @property
+    def path(self) -> str:
+        return urlsplit(self.target).path
+
+    @property
+    def query(self) -> dict[str, list[str]]:
+        return urllib.parse.parse_qs(urlsplit(self.target).query, keep_blank_values=True)
+
+    @property
+    def form(self) -> dict[str, list[str]]:
+        """The body as ``application/x-www-form-urlencoded`` fields (empty otherwise)."""
+        if self.headers.get_content_type() != "application/x-www-form-urlencoded":
+            return {}
+        return urllib.parse.parse_qs(self.body.decode("latin-1"), keep_blank_values=True)
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name)
+
+
+@dataclass(frozen=True)
+class Handle:
+    """Let ``decide(request)`` pick the action for this request, from everything in it.
+
+    Called outside the proxy's lock, once per request, on that connection's thread: state it
+    keeps across requests needs a lock of its own. A ``decide`` that raises is a test bug: the
+    client gets a 500 and the exception lands in :attr:`FaultProxy.errors`."""
+
+    decide: Callable[[Request], Concrete]
+
+
+Action = Concrete | RandomFailures | Handle
 
 
 @dataclass
@@ -255,7 +310,7 @@ class Exchange:
     status: int | None = None
 
 
-def _describe(action: _Concrete) -> str:
+def _describe(action: Concrete) -> str:
     match action:
         case Forward():
             return "forward"
@@ -273,24 +328,13 @@ def _describe(action: _Concrete) -> str:
             return "set " + ",".join(headers)
         case Rewrite():
             return "rewrite"
+        case Replace(statuses=statuses):
+            return "replace " + ",".join(str(s) for s in statuses)
         case Flood(status=status, size=size):
             return f"flood {status} {'endless' if size is None else size}"
 
 
 # -- the wire ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Request:
-    method: str
-    target: str
-    headers: http.client.HTTPMessage
-    body: bytes
-    keep_alive: bool
-
-    @property
-    def path(self) -> str:
-        return urlsplit(self.target).path
 
 
 @dataclass(frozen=True)
@@ -309,7 +353,9 @@ class _Answer:
         return wire if head else wire + self.body
 
 
-def _altered(action: Forward | StripHeaders | SetHeaders | Rewrite, answer: _Answer) -> _Answer:
+def _altered(
+    action: Forward | StripHeaders | SetHeaders | Rewrite | Replace, answer: _Answer
+) -> _Answer:
     """The upstream ``answer`` as ``action`` changes it."""
     match action:
         case StripHeaders(names=names):
@@ -324,6 +370,9 @@ def _altered(action: Forward | StripHeaders | SetHeaders | Rewrite, answer: _Ans
         case Rewrite(body=rewrite):
             kept = [(k, v) for k, v in answer.headers if k.lower() != "content-length"]
             return replace(answer, headers=kept, body=rewrite(answer.body))
+        case Replace(statuses=statuses) if answer.status in statuses:
+            instead = statuses[answer.status]
+            return _Answer(instead.status, list(instead.headers.items()), instead.body)
     return answer
 
 
@@ -334,7 +383,7 @@ def _reason(status: int) -> str:
         return "Unknown"
 
 
-def _read_request(rfile: io.BufferedIOBase) -> _Request | None:
+def _read_request(rfile: io.BufferedIOBase) -> Request | None:
     """The next request on a connection; ``None`` at end of stream or on garbage."""
     line = rfile.readline(_MAX_LINE + 1)
     if not line.strip():
@@ -355,7 +404,7 @@ def _read_request(rfile: io.BufferedIOBase) -> _Request | None:
     body = rfile.read(int(length)) if int(length) else b""
     connection = headers.get("Connection", "").lower()
     keep_alive = connection != "close" and (version == "HTTP/1.1" or connection == "keep-alive")
-    return _Request(method.upper(), target, headers, body, keep_alive)
+    return Request(method.upper(), target, headers, body, keep_alive)
 
 
 class _Upstream:
@@ -366,7 +415,7 @@ class _Upstream:
         self._timeout = timeout
         self._conn: http.client.HTTPConnection | None = None
 
-    def ask(self, request: _Request) -> _Answer:
+    def ask(self, request: Request) -> _Answer:
         # A header sent on several lines (skopeo sends one Accept line per media type) is
         # relayed as one comma-joined line (RFC 9110 5.3), not cut down to its last value.
         headers: dict[str, str] = {}
@@ -419,7 +468,7 @@ class _Connection(socketserver.StreamRequestHandler):
                 request = _read_request(self.rfile)
                 if request is None:
                     return
-                action = proxy._decide(request.method, request.path)
+                action = proxy._decide(request)
                 index = proxy._journal_add(
                     Exchange(request.method, request.path, time.monotonic(), _describe(action))
                 )
@@ -437,12 +486,12 @@ class _Connection(socketserver.StreamRequestHandler):
             return False
         return first == bytes([_TLS_HANDSHAKE])
 
-    def _perform(self, action: _Concrete, request: _Request, upstream: _Upstream) -> int | None:
+    def _perform(self, action: Concrete, request: Request, upstream: _Upstream) -> int | None:
         """Carry ``action`` out; the status sent, or ``None`` when the connection is done."""
         head = request.method == "HEAD"
         stopping = self.server.proxy.stopping
         match action:
-            case Forward() | StripHeaders() | SetHeaders() | Rewrite():
+            case Forward() | StripHeaders() | SetHeaders() | Rewrite() | Replace():
                 answer = _altered(action, self._forward(request, upstream))
                 self.wfile.write(answer.encode(head=head))
                 return answer.status
@@ -471,7 +520,7 @@ class _Connection(socketserver.StreamRequestHandler):
                 self._drop(action)
                 return None
 
-    def _forward(self, request: _Request, upstream: _Upstream) -> _Answer:
+    def _forward(self, request: Request, upstream: _Upstream) -> _Answer:
         try:
             return upstream.ask(request)
         except (http.client.HTTPException, OSError) as exc:
@@ -691,7 +740,8 @@ class FaultProxy:
             self._rules.clear()
             self._journal.clear()
 
-    def _decide(self, method: str, path: str) -> _Concrete:
+    def _decide(self, request: Request) -> Concrete:
+        method, path = request.method, request.path
         with self._lock:
             for rule in self._rules:
                 if rule.applies(method, path):
@@ -699,8 +749,17 @@ class FaultProxy:
                     action = rule.action
                     if isinstance(action, RandomFailures):
                         return action.pick(method, path)
-                    return action
-        return Forward()
+                    break
+            else:
+                return Forward()
+        if not isinstance(action, Handle):
+            return action
+        try:
+            return action.decide(request)  # outside the lock: it may take its time
+        except Exception as exc:  # a test's handler failed: say so, answer 500
+            with self._lock:
+                self.errors.append(exc)
+            return Respond(500, {"Content-Type": "text/plain"}, b"faultproxy: handler failed\n")
 
     # -- the journal ---------------------------------------------------------------------
 

@@ -30,8 +30,12 @@ from tests.integration.conftest import RegistryEndpoint
 from tests.integration.faultproxy import (
     HTML_502_PAGE,
     FaultProxy,
+    Forward,
+    Handle,
     Hang,
     RandomFailures,
+    Replace,
+    Request,
     Reset,
     Respond,
     StripHeaders,
@@ -553,6 +557,63 @@ def test_proxy_answers_tls_with_400_at_once() -> None:
         received, _ = read_all(sock)
     assert received.startswith(b"HTTP/1.0 400 ")
     assert [e.method for e in proxy.exchanges()] == ["TLS"]
+
+
+def test_handle_decides_from_the_whole_request(registry_plain: RegistryEndpoint) -> None:
+    """A Handle sees method, path, query, headers and form body, and picks the action."""
+    seen: list[tuple[str, str, dict[str, list[str]], str | None, dict[str, list[str]]]] = []
+
+    def decide(request: Request) -> Forward | Respond:
+        seen.append(
+            (request.method, request.path, request.query, request.header("X-Key"), request.form)
+        )
+        if request.header("X-Key") == "open":
+            return Forward()
+        return Respond(401, {"WWW-Authenticate": 'Basic realm="test"'})
+
+    with FaultProxy(registry_plain.url) as proxy, httpx.Client(timeout=5) as client:
+        proxy.on(None, "", Handle(decide))
+        shut = client.head(f"{proxy.url}/v2/sample/app/manifests/1.0.0?n=1")
+        opened = client.get(f"{proxy.url}/v2/", headers={"X-Key": "open"})
+        posted = client.post(f"{proxy.url}/token", data={"grant_type": "password", "a": "b+c"})
+    assert (shut.status_code, opened.status_code, posted.status_code) == (401, 200, 401)
+    assert seen == [
+        ("HEAD", "/v2/sample/app/manifests/1.0.0", {"n": ["1"]}, None, {}),
+        ("GET", "/v2/", {}, "open", {}),
+        ("POST", "/token", {}, None, {"grant_type": ["password"], "a": ["b+c"]}),
+    ]
+    assert [e.action for e in proxy.exchanges()] == ["respond 401", "forward", "respond 401"]
+    assert proxy.errors == []
+
+
+def test_handle_that_raises_is_a_500_and_a_recorded_error() -> None:
+    def decide(request: Request) -> Respond:
+        raise RuntimeError("handler bug")
+
+    with FaultProxy(NOWHERE) as proxy, httpx.Client(timeout=5) as client:
+        proxy.on(None, "", Handle(decide))
+        answer = client.get(f"{proxy.url}/v2/")
+        assert answer.status_code == 500
+        assert [str(e) for e in proxy.errors] == ["handler bug"]
+        proxy.errors.clear()
+
+
+def test_replace_answers_otherwise_for_the_named_statuses(
+    registry_plain: RegistryEndpoint,
+) -> None:
+    instead = Respond.oci(403, "DENIED", "forbidden for a missing tag")
+    with FaultProxy(registry_plain.url) as proxy, httpx.Client(timeout=5) as client:
+        proxy.on(None, MANIFESTS, Replace({404: instead}))
+        missing = client.get(proxy.url + "/v2/sample/app/manifests/no-such-tag")
+        found = client.get(
+            proxy.url + "/v2/sample/app/manifests/1.0.0",
+            headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+        )
+    assert missing.status_code == 403
+    assert missing.json()["errors"][0]["code"] == "DENIED"
+    assert found.status_code == 200
+    assert found.headers["Docker-Content-Digest"] == registry_plain.images[APP].digest
+    assert [e.action for e in proxy.exchanges()] == ["replace 404", "replace 404"]
 
 
 def test_random_failures_are_seeded_per_request() -> None:

@@ -604,3 +604,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         skopeo=Verdict.INVALID,
     ),
 )
+
+# The registries users run, emulated (emulations.py imports this module: keep this last).
+from tests.integration.differential.emulations import EMULATED  # noqa: E402
+
+SCENARIOS += EMULATED
