@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 
@@ -717,6 +717,40 @@ class HarborBehindProxy(Emulation):
         return Replace({404: oci_error(404, "NOT_FOUND", message)})
 
 
+class HarborRobot(HarborBehindProxy):
+    """:class:`HarborBehindProxy` with a robot account (``robot$puller``, Harbor's robot
+    naming, goharbor/harbor docs "Create Robot Accounts") that may pull the private project.
+    containerd sends its password to the plain-http realm; imagecheck sends it only to the
+    realm's https twin, or over http when the realm host is named with --insecure-registry.
+
+    The OAuth2 POST that containerd sends with credentials: Harbor 1.9.2 answered it 403
+    (containerd/containerd#3912), which containerd does not fall back from; this front
+    answers 405, as a token handler serving GET only does, and containerd then asks with GET
+    (remotes/docker/authorizer.go). Which answer a given Harbor version gives is not
+    established here: these scenarios are about the realm's scheme, not the POST."""
+
+    post_status = 405
+
+    def __init__(self, site: Site, stack: ExitStack, *, realm_named_insecure: bool = False) -> None:
+        super().__init__(site, stack)
+        token = secrets.token_urlsafe(24)
+        self.users = {"robot$puller": token}
+        self.logins = {"robot": ("robot$puller", token)}
+        self.realm_named_insecure = realm_named_insecure
+
+    def case(self, name: str, login: str | None) -> Case:
+        case = super().case(name, login)
+        if not self.realm_named_insecure:
+            return case
+        realm_host = self.realm.split("://", 1)[1].split("/", 1)[0]
+        return Case(case.reference, replace(case.access, insecure_hosts=(realm_host,)))
+
+
+class HarborRobotRealmAllowed(HarborRobot):
+    def __init__(self, site: Site, stack: ExitStack) -> None:
+        super().__init__(site, stack, realm_named_insecure=True)
+
+
 # -- JFrog Artifactory ----------------------------------------------------------------------------
 
 
@@ -993,6 +1027,22 @@ EMULATED: tuple[Scenario, ...] = (
         "realm http://, anonymous, private project",
         DENIED,
         emulated(HarborBehindProxy, PRIVATE),
+    ),
+    Scenario(
+        "harbor-http-realm-robot",
+        "Harbor",
+        "realm http://, robot account: its https twin does not answer",
+        FOUND,
+        emulated(HarborRobot, PRIVATE, login="robot"),
+        imagecheck=ERROR,
+        difference="http-realm-credentials",
+    ),
+    Scenario(
+        "harbor-http-realm-robot-allowed",
+        "Harbor",
+        "realm http://, robot account, realm host named with --insecure-registry",
+        FOUND,
+        emulated(HarborRobotRealmAllowed, PRIVATE, login="robot"),
     ),
     # -- JFrog Artifactory --
     Scenario(

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.differential.matrix import SCENARIOS
 from tests.integration.differential.oracle import Answer
-from tests.integration.differential.scenarios import SCENARIOS, Scenario
+from tests.integration.differential.scenarios import Scenario
 
 
 @dataclass(frozen=True)

@@ -208,7 +208,7 @@ def untrusted_tls(name: str) -> Prepare:
     return prepare
 
 
-SCENARIOS: tuple[Scenario, ...] = (
+CORE: tuple[Scenario, ...] = (
     # -- what is there, what is not (plain registry) --
     Scenario(
         "oci-manifest",
@@ -604,8 +604,3 @@ SCENARIOS: tuple[Scenario, ...] = (
         skopeo=Verdict.INVALID,
     ),
 )
-
-# The registries users run, emulated (emulations.py imports this module: keep this last).
-from tests.integration.differential.emulations import EMULATED  # noqa: E402
-
-SCENARIOS += EMULATED

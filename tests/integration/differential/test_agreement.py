@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.differential.matrix import SCENARIOS
 from tests.integration.differential.oracle import (
     Containerd,
     imagecheck_verdict,
     skopeo_verdict,
 )
 from tests.integration.differential.report import Row
-from tests.integration.differential.scenarios import SCENARIOS, Scenario
+from tests.integration.differential.scenarios import Scenario
 from tests.integration.differential.site import Site
 from tests.tools import system_tool
 

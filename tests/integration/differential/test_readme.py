@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
+from tests.integration.differential.matrix import SCENARIOS
 from tests.integration.differential.report import README, readme_block, render_declared
-from tests.integration.differential.scenarios import SCENARIOS
 
 
 def test_readme_table_is_the_scenarios_table() -> None:
