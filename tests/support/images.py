@@ -262,7 +262,7 @@ class _ImageBlobs:
             "created": "2024-01-01T00:00:00Z",
             "config": {"Labels": {"org.example.seed": seed}},
             "rootfs": {"type": "layers", "diff_ids": [digest_of(tar)]},
-            "history": [{"created": "2024-01-01T00:00:00Z", "created_by": "imagecheck.testing"}],
+            "history": [{"created": "2024-01-01T00:00:00Z", "created_by": "tests.support.images"}],
         }
         if platform.variant:
             config["variant"] = platform.variant
