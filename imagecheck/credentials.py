@@ -315,10 +315,6 @@ class AuthsKeychain:
         return self.creds_store
 
     @classmethod
-    def from_auths(cls, auths: Any, *, where: str) -> AuthsKeychain:
-        return cls.from_config({"auths": auths}, where=where)
-
-    @classmethod
     def from_config(
         cls,
         config: Mapping[str, Any],
