@@ -81,6 +81,11 @@ def run_helper(
     return _answer(exe, proc.returncode, proc.stdout, proc.stderr)
 
 
+# How long a killed helper may take to be reaped (it exits at once unless the machine is
+# starved of CPU).
+_REAP_KILLED = 10.0
+
+
 async def ask_helper(name: str, server_url: str, *, timeout: float) -> HelperAnswer | None:
     """:func:`run_helper` for the event loop: the helper runs as an asyncio subprocess in a
     session of its own, its output is capped at ``MAX_HELPER_OUTPUT``, and when ``timeout``
@@ -147,15 +152,23 @@ async def _read_capped(stream: asyncio.StreamReader | None, exe: str) -> bytes:
 async def _kill(proc: asyncio.subprocess.Process) -> None:
     """Kill the helper's process group (the helper, and what it started that is still
     there, even if the helper itself has exited) and reap the helper."""
+    killed = True
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         # Only then the helper alone: Popen.kill() polls first, which would reap the helper
         # behind asyncio's child watcher ("Unknown child process pid N" on stderr).
-        with contextlib.suppress(ProcessLookupError):
+        try:
             proc.kill()
-    with contextlib.suppress(TimeoutError):  # a process we may not kill is not waited for
-        async with asyncio.timeout(1.0):
+        except ProcessLookupError:
+            pass  # already gone: reaped below at once
+        except PermissionError:
+            killed = False
+    # A SIGKILLed helper always exits: wait for it on this loop, even on a loaded machine
+    # where that takes a while, or the child watcher reports it after the loop has closed
+    # ("Loop ... that handles pid N is closed" on stderr). One we could not kill gets 1 s.
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(_REAP_KILLED if killed else 1.0):
             await proc.wait()
     # Release its pipes now, on this loop: output left unread would otherwise keep the
     # transport open until garbage collection, after the loop may have closed.
