@@ -59,8 +59,8 @@ from imagecheck.errors import (
     RegistryError,
     TransientError,
 )
+from imagecheck.httperrors import status_error
 from imagecheck.netguard import named_host, refusal, shown
-from imagecheck.retry import TRANSIENT_STATUS_CODES, parse_retry_after
 from imagecheck.transport import transport_errors
 
 # The token spec: "a token should never be returned with less than 60 seconds to live".
@@ -327,25 +327,17 @@ class TokenFetcher:
         status = response.status_code
         if request.method == "POST" and (status in (404, 405) or response.is_redirect):
             raise _NoOAuth
-        if status in (401, 403):
-            who = f"credentials from {creds.source}" if creds and creds.source else "credentials"
-            if creds is None or not (creds.has_basic or creds.identity_token):
-                who = "anonymous access"
-            raise AuthenticationError(
-                f"token service {request.url.host} refused {who} (HTTP {status})",
-                status_code=status,
-            )
-        if status in TRANSIENT_STATUS_CODES:
-            raise TransientError(
-                f"token service {request.url.host} answered HTTP {status}",
-                status_code=status,
-                retry_after=parse_retry_after(response.headers.get("Retry-After")),
-            )
         if status != 200:
-            raise ProtocolError(
-                f"token service {request.url.host} answered HTTP {status}", status_code=status
-            )
+            subject = f"token service {request.url.host}"
+            raise status_error(response, subject, offered=_offered(creds))
         return parse_token_response(body, self._clock())
+
+
+def _offered(creds: Credentials | None) -> str:
+    """What a token request offered the realm, for the message when it is refused."""
+    if creds is None or not (creds.has_basic or creds.identity_token):
+        return "anonymous access"
+    return f"credentials from {creds.source}" if creds.source else "credentials"
 
 
 class _NoOAuth(Exception):

@@ -33,13 +33,10 @@ from imagecheck.auth import (
 from imagecheck.bounded import (
     MAX_ERROR_BODY,
     MAX_MANIFEST_SIZE,
-    authorization_secrets,
     bound_body,
-    parse_json,
     printable,
     read_capped,
     read_prefix,
-    redact,
 )
 from imagecheck.challenge import pick_challenge
 from imagecheck.credentials import (
@@ -57,6 +54,7 @@ from imagecheck.errors import (
     RegistryError,
     TransientError,
 )
+from imagecheck.httperrors import status_error
 from imagecheck.netguard import check_destination, named_host
 from imagecheck.platform import (
     INDEX_MEDIA_TYPES,
@@ -73,7 +71,6 @@ from imagecheck.retry import (
     TRANSIENT_STATUS_CODES,
     Deadline,
     RetryPolicy,
-    parse_retry_after,
 )
 from imagecheck.tls import (
     insecure_ssl_context,
@@ -392,10 +389,7 @@ class ImageChecker:
         path = f"/v2/{ref.repository}/blobs/{digest}"
         response, _, config = await self._send("GET", ref, registry, candidates, path=path)
         if response.status_code != 200:
-            raise ProtocolError(
-                f"{ref.api_host} answered HTTP {response.status_code} for the image config",
-                status_code=response.status_code,
-            )
+            raise status_error(response, ref.api_host, asked=" for the image config", body=config)
         return [config_platform(config)]
 
     async def _send(
@@ -426,11 +420,7 @@ class ImageChecker:
             finally:
                 await response.aclose()
         if response.status_code in TRANSIENT_STATUS_CODES:
-            raise TransientError(
-                f"{ref.api_host} answered HTTP {response.status_code} ({_reason(response, body)})",
-                status_code=response.status_code,
-                retry_after=parse_retry_after(response.headers.get("Retry-After")),
-            )
+            raise status_error(response, ref.api_host, body=body)
         return response, auth, body
 
     def _classify(
@@ -476,10 +466,7 @@ class ImageChecker:
                 # Credentials were kept back over plain HTTP: naming the host insecure sends them.
                 hint=Hint(ref.api_host) if auth.withheld else None,
             )
-        raise ProtocolError(
-            f"{host} answered HTTP {status} for the manifest ({_reason(response, body or b'')})",
-            status_code=status,
-        )
+        raise status_error(response, host, asked=" for the manifest", body=body or b"")
 
     # -- registries -----------------------------------------------------------------------
 
@@ -576,11 +563,7 @@ class ImageChecker:
             insecure_hosts=self.options.insecure_registries,
         )
         if status in TRANSIENT_STATUS_CODES:
-            raise TransientError(
-                f"{ref.api_host} answered HTTP {status} to the registry ping",
-                status_code=status,
-                retry_after=parse_retry_after(response.headers.get("Retry-After")),
-            )
+            raise status_error(response, ref.api_host, asked=" to the registry ping")
         if status == 401:
             state.challenge = pick_challenge(response.headers.get_list("WWW-Authenticate"))
             return state
@@ -715,25 +698,6 @@ def _content_length(response: httpx.Response, body: bytes | None) -> int | None:
         return len(body)
     length = response.headers.get("Content-Length", "")
     return int(length) if length.isdigit() else None
-
-
-def _reason(response: httpx.Response, body: bytes) -> str:
-    """A short reason from an OCI error body (``{"errors": [{"code", "message"}]}``), else
-    the HTTP reason phrase. HTML pages and other bodies are not echoed; what is shown is
-    one printable line."""
-    try:
-        data = parse_json(body, "error body") if body else None
-    except ProtocolError:
-        data = None  # not JSON, or hostile JSON: no reason in it
-    errors = data.get("errors") if isinstance(data, dict) else None
-    # A registry may echo what it was sent; never print the credentials back.
-    sent = authorization_secrets(response.request.headers.get("Authorization"))
-    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
-        code, message = errors[0].get("code"), errors[0].get("message")
-        words = [w for w in (code, message) if isinstance(w, str) and w]
-        if words:
-            return printable(redact(": ".join(words), sent))
-    return printable(redact(response.reason_phrase, sent)) or "no reason given"
 
 
 def _denied_message(ref: Reference, auth: RegistryAuth, status: int) -> str:
