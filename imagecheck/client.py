@@ -293,7 +293,7 @@ class ImageChecker:
         if result.status is Status.DENIED and self.options.denied_as_missing:
             # Docker Hub (for missing repositories) and Artifactory virtual repositories deny
             # what does not exist; the token exchange succeeded, so call it missing.
-            message = f"{result.message}; counted as missing (--denied-as-missing)"
+            message = f"{result.message}; counted as missing, as asked"
             return replace(result, status=Status.MISSING, message=message)
         return result
 
