@@ -15,7 +15,7 @@ import hashlib
 import logging
 import re
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -154,7 +154,6 @@ class ImageChecker:
         self.options = options or ClientOptions()
         self.keychain: Keychain = keychain or AnonymousKeychain()
         self.retry = retry_policy or RetryPolicy(retries=self.options.retries)
-        self.stats: Counter[str] = Counter()
         # Called with (request kind, HTTP status) for every registry answer (metrics).
         self.observers: list[Callable[[str, int], None]] = []
         # The --ca-file CAs now; the system store when the first HTTPS request needs it (a
@@ -583,8 +582,6 @@ class ImageChecker:
         check_destination(request)
         if request.url.scheme == "https" and not request.extensions.get(_PROBE):
             self._load_trust()  # the first real HTTPS request: now the CA store is worth it
-        self.stats[_request_kind(request)] += 1
-        self.stats["requests"] += 1
         if not log.isEnabledFor(logging.DEBUG):
             return
         # Method, URL without its query, and the auth scheme: never a credential or a body.

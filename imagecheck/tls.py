@@ -39,13 +39,6 @@ def is_loopback(host: str) -> bool:
     return address.is_loopback
 
 
-def make_ssl_context(ca_files: Sequence[Path] = ()) -> ssl.SSLContext:
-    """A verifying TLS context with the system trust and each ``--ca-file`` loaded."""
-    ctx = verifying_context(ca_files)
-    load_system_trust(ctx)
-    return ctx
-
-
 def verifying_context(ca_files: Sequence[Path] = ()) -> ssl.SSLContext:
     """A verifying TLS context with only the ``--ca-file`` CAs in it (cheap: a few certificates).
     ``load_system_trust`` adds the rest when a connection first needs it."""
