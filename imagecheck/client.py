@@ -28,7 +28,6 @@ from imagecheck.auth import (
     RegistryAuth,
     RegistryAuthState,
     TokenCache,
-    TokenFetcher,
 )
 from imagecheck.bounded import (
     MAX_ERROR_BODY,
@@ -78,6 +77,7 @@ from imagecheck.tls import (
     load_system_trust,
     verifying_context,
 )
+from imagecheck.tokens import TokenFetcher
 from imagecheck.transport import transport_errors
 
 log = logging.getLogger("imagecheck")

@@ -12,7 +12,7 @@ from typing import cast
 import httpx
 import pytest
 
-from imagecheck.auth import Token, TokenCache, TokenKey
+from imagecheck.auth import TokenCache, TokenKey
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import AnonymousKeychain
 from imagecheck.errors import ImagecheckError
@@ -20,6 +20,7 @@ from imagecheck.kube import KubeClient
 from imagecheck.reference import parse_reference
 from imagecheck.result import Status
 from imagecheck.retry import Deadline, RetryPolicy
+from imagecheck.tokens import Token
 from imagecheck.webhook.server import PodSecrets
 
 
