@@ -2,7 +2,7 @@
 
 The handshake, step by step (distribution token spec, docs/spec/auth/token.md):
 
-1. ``client.py`` pings ``GET /v2/`` once per registry. A 401 carries ``WWW-Authenticate``:
+1. ``ping.py`` pings ``GET /v2/`` once per registry. A 401 carries ``WWW-Authenticate``:
    ``Basic realm=...`` or ``Bearer realm=<token URL>,service=<name>``.
 2. For Basic, every request carries ``Authorization: Basic ...`` (when we have credentials).
 3. For Bearer, we ask the realm (``tokens.py``) for a token for ``scope=repository:<name>:pull``:

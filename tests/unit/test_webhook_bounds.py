@@ -150,7 +150,7 @@ def test_pod_secret_keychains_are_bounded_and_secrets_per_review_too() -> None:
 def test_registry_hosts_are_remembered_up_to_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """A webhook meets any host a pod spec names: what it keeps of each (the ping's scheme and
     challenge) is bounded, least recently used first, and a forgotten host is pinged again."""
-    monkeypatch.setattr("imagecheck.client.MAX_REGISTRIES", 8)
+    monkeypatch.setattr("imagecheck.ping.MAX_REGISTRIES", 8)
     pings: list[str] = []
 
     def registry(request: httpx.Request) -> httpx.Response:
