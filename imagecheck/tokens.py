@@ -101,21 +101,12 @@ class TokenFetcher:
             response = await self._oauth(realm, service, scope, creds)
             if response is not None:
                 return response
-        params: list[tuple[str, str | int | float | bool | None]] = []
-        if service:
-            params.append(("service", service))
-        if scope:
-            params.append(("scope", scope))
-        if creds is not None and creds.has_basic:
-            params.append(("account", creds.username))
-        headers = {}
-        if creds is not None and (creds.has_basic or creds.identity_token):
-            password = creds.password or creds.identity_token
-            headers["Authorization"] = basic_header(
-                Credentials(username=creds.username, password=password)
-            )
         request = self._client.build_request(
-            "GET", realm, params=params, headers=headers, extensions=self._extensions
+            "GET",
+            realm,
+            params=_query(service, scope, creds),
+            headers=_basic(creds),
+            extensions=self._extensions,
         )
         return await self._send(request, creds)
 
@@ -160,6 +151,22 @@ class TokenFetcher:
             subject = f"token service {request.url.host}"
             raise status_error(response, subject, offered=_offered(creds))
         return parse_token_response(body, self._clock())
+
+
+def _query(service: str | None, scope: str, creds: Credentials | None) -> dict[str, str]:
+    """The token GET's query: ``service``, ``scope``, and ``account`` for Basic credentials."""
+    params = {name: value for name, value in (("service", service), ("scope", scope)) if value}
+    if creds is not None and creds.has_basic:
+        params["account"] = creds.username
+    return params
+
+
+def _basic(creds: Credentials | None) -> dict[str, str]:
+    """Basic credentials for the token GET: a password, or an identity token as one."""
+    if creds is None or not (creds.has_basic or creds.identity_token):
+        return {}
+    password = creds.password or creds.identity_token
+    return {"Authorization": basic_header(Credentials(username=creds.username, password=password))}
 
 
 def _offered(creds: Credentials | None) -> str:
