@@ -120,7 +120,7 @@ class ProtocolError(RegistryError):
 
 class NotTLSError(ProtocolError):
     """An HTTPS connection met a server that answered without TLS: most likely plain HTTP.
-    Not temporary (the server will not learn TLS on a retry); ``client.py`` tries plain HTTP
+    Not temporary (the server will not learn TLS on a retry); ``ping.py`` tries plain HTTP
     after it only where plain HTTP is allowed."""
 
 
