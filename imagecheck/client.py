@@ -48,22 +48,6 @@ from imagecheck.tokens import TokenFetcher
 
 log = logging.getLogger("imagecheck")
 
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-DOCKER_SCHEMA1_SIGNED = "application/vnd.docker.distribution.manifest.v1+prettyjws"
-DOCKER_SCHEMA1 = "application/vnd.docker.distribution.manifest.v1+json"
-MANIFEST_ACCEPT = ", ".join(
-    (
-        OCI_INDEX,
-        OCI_MANIFEST,
-        DOCKER_MANIFEST_LIST,
-        DOCKER_MANIFEST,
-        DOCKER_SCHEMA1_SIGNED,
-        DOCKER_SCHEMA1,
-    )
-)
 # Errors remembered for checks in progress (one each): more than run at once, and bounded.
 MAX_LAST_ERRORS = 4096
 
@@ -246,9 +230,7 @@ class ImageChecker:
                 registry = await self._registries.reach(ref)
                 fetcher = TokenFetcher(registry.client, registry_host=registry.auth.base_url.host)
                 auth = RegistryAuth(registry.auth, candidates, self._tokens, fetcher)
-                return await ManifestCheck(
-                    ref, image, registry, auth, MANIFEST_ACCEPT, self.options.platform
-                ).run()
+                return await ManifestCheck(ref, image, registry, auth, self.options.platform).run()
         except TimeoutError:
             error = TransientError(
                 f"{ref.api_host} did not answer within {self.options.timeout:g}s"

@@ -31,10 +31,10 @@ from imagecheck.bounded import (
 from imagecheck.digest import answered_digest, registered_digest
 from imagecheck.errors import Hint, ProtocolError
 from imagecheck.httperrors import status_error
+from imagecheck.mediatypes import INDEX_MEDIA_TYPES, MANIFEST_ACCEPT
 from imagecheck.netguard import named_host
 from imagecheck.ping import Registry
 from imagecheck.platform import (
-    INDEX_MEDIA_TYPES,
     Platform,
     config_digest,
     config_platform,
@@ -68,13 +68,12 @@ class Answer:
 class ManifestCheck:
     """What every request of one check shares: the reference (and the text it was given
     as), the registry that serves it, the auth flow that answers its challenges (one for
-    the check: it says which credentials were last offered), and what to ask for."""
+    the check: it says which credentials were last offered), and the platform to match."""
 
     ref: Reference
     image: str
     registry: Registry
     auth: RegistryAuth
-    accept: str
     platform: Platform | None = None
 
     async def run(self) -> CheckResult:
@@ -107,7 +106,7 @@ class ManifestCheck:
         url = base.join(path or f"/v2/{ref.repository}/manifests/{ref.identifier}")
         client = self.registry.client
         request = client.build_request(
-            method, url, headers={"Accept": self.accept}, extensions=named_host(base.host)
+            method, url, headers={"Accept": MANIFEST_ACCEPT}, extensions=named_host(base.host)
         )
         async with transport_errors(ref.api_host):
             response = await client.send(request, auth=self.auth, stream=True)

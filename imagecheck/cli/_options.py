@@ -25,7 +25,7 @@ from imagecheck.credentials import Credentials, Keychain
 from imagecheck.errors import InvalidReferenceError, UsageError
 from imagecheck.files import write_regular_file
 from imagecheck.platform import parse_platform
-from imagecheck.reference import Reference, parse_reference
+from imagecheck.reference import DOCKER_HUB_ALIASES, Reference, parse_reference
 from imagecheck.render import (
     explained,
     render_json,
@@ -51,7 +51,6 @@ _NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _INTEGER_RE = re.compile(r"[0-9]{1,9}")
 _DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
 _DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
 
 
 def duration(text: str) -> float:
@@ -153,7 +152,7 @@ def registry_host(text: str) -> str:
     if (
         not text
         or "/" in text
-        or (ref.registry.lower() != text.lower() and text.lower() not in _HUB_ALIASES)
+        or (ref.registry.lower() != text.lower() and text.lower() not in DOCKER_HUB_ALIASES)
     ):
         raise click.BadParameter(f"{text!r} is not a registry host (e.g. mirror.example.com:5000)")
     return ref.registry
