@@ -2,10 +2,10 @@
 
 The handshake, step by step (distribution token spec, docs/spec/auth/token.md):
 
-1. ``client.py`` pings ``GET /v2/`` once per registry. A 401 carries ``WWW-Authenticate``:
+1. ``ping.py`` pings ``GET /v2/`` once per registry. A 401 carries ``WWW-Authenticate``:
    ``Basic realm=...`` or ``Bearer realm=<token URL>,service=<name>``.
 2. For Basic, every request carries ``Authorization: Basic ...`` (when we have credentials).
-3. For Bearer, we ask the realm for a token for ``scope=repository:<name>:pull``:
+3. For Bearer, we ask the realm (``tokens.py``) for a token for ``scope=repository:<name>:pull``:
    ``GET realm?service=..&scope=..`` anonymously or with Basic credentials, or, for an
    identity (refresh) token, the OAuth2 ``POST`` (docs/spec/auth/oauth.md), falling back to
    the ``GET`` when the realm answers 404/405 (not every token server speaks OAuth2).
@@ -31,7 +31,6 @@ token, a 401, a 404) is the token service's answer, as for any realm.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import time
 from collections import OrderedDict
@@ -41,15 +40,9 @@ from typing import Any
 
 import httpx
 
-from imagecheck.bounded import (
-    MAX_TOKEN_RESPONSE,
-    parse_json_object,
-    printable,
-    read_capped,
-    read_prefix,
-)
+from imagecheck.bounded import printable
 from imagecheck.challenge import Challenge, pick_challenge
-from imagecheck.credentials import Credentials, bearer_problem
+from imagecheck.credentials import Credentials
 from imagecheck.errors import (
     AuthenticationError,
     CertificateError,
@@ -59,27 +52,8 @@ from imagecheck.errors import (
     RegistryError,
     TransientError,
 )
-from imagecheck.netguard import named_host, refusal, shown
-from imagecheck.retry import TRANSIENT_STATUS_CODES, parse_retry_after
-from imagecheck.transport import transport_errors
-
-# The token spec: "a token should never be returned with less than 60 seconds to live".
-DEFAULT_EXPIRES_IN = 60.0
-# Renew a little early so a token does not expire on its way to the registry.
-EXPIRY_MARGIN = 5.0
-# Ask again after a day at most, whatever expires_in says (say, a 400-digit number).
-MAX_EXPIRES_IN = 86400.0
-CLIENT_ID = "imagecheck"
-
-
-@dataclass(frozen=True, slots=True)
-class Token:
-    value: str = field(repr=False)
-    expires_at: float
-
-    def fresh(self, now: float) -> bool:
-        return now < self.expires_at
-
+from imagecheck.netguard import refusal, shown
+from imagecheck.tokens import Token, TokenFetcher, basic_header
 
 TokenKey = tuple[str, str, str, str]
 
@@ -136,11 +110,6 @@ class TokenCache:
 class _SharedLock:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0
-
-
-def basic_header(creds: Credentials) -> str:
-    raw = f"{creds.username}:{creds.password}".encode()
-    return "Basic " + base64.b64encode(raw).decode("ascii")
 
 
 def repository_scope(request: httpx.Request) -> str:
@@ -216,137 +185,6 @@ def _plain_realm_refused(realm: httpx.URL, exc: RegistryError) -> ProtocolError:
         "credentials are not sent over plain HTTP",
         hint=Hint(realm_host(realm)),
     )
-
-
-def parse_token_response(body: bytes, now: float) -> Token:
-    """The token in a token service's answer; any other shape is a ProtocolError."""
-    data = parse_json_object(body, "token response")
-    value = data.get("token") or data.get("access_token")
-    if not isinstance(value, str) or not value:
-        raise ProtocolError("token service answered without a token")
-    problem = bearer_problem(value)
-    if problem is not None:
-        # Never quoted: h11 would refuse the header and put the whole value in its message.
-        raise ProtocolError(f"token service answered a token that {problem}")
-    lifetime = _lifetime(data.get("expires_in"))
-    return Token(value, now + max(1.0, lifetime - min(EXPIRY_MARGIN, lifetime / 10)))
-
-
-def _lifetime(expires_in: object) -> float:
-    """``expires_in`` in seconds, within (0, MAX_EXPIRES_IN]; the default when it is not a
-    positive number. ``min`` first: ``float()`` of a 400-digit integer overflows."""
-    if isinstance(expires_in, bool) or not isinstance(expires_in, int | float):
-        return DEFAULT_EXPIRES_IN
-    if not expires_in > 0:  # also NaN
-        return DEFAULT_EXPIRES_IN
-    return float(min(expires_in, MAX_EXPIRES_IN))
-
-
-class TokenFetcher:
-    """Fetches tokens from a realm with a client of its own choosing (no auth on it).
-
-    ``registry_host`` is the registry the user named, whose own host may serve the realm
-    even on a link-local address (``netguard``)."""
-
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        *,
-        clock: Any = time.monotonic,
-        registry_host: str | None = None,
-    ) -> None:
-        self._client = client
-        self._clock = clock
-        self._extensions = named_host(registry_host) if registry_host else {}
-
-    async def fetch(
-        self, realm: httpx.URL, service: str | None, scope: str, creds: Credentials | None
-    ) -> Token:
-        if creds is not None and creds.registry_token:
-            # A registry token is already a bearer token (docker config "registrytoken").
-            return Token(creds.registry_token, float("inf"))
-        if creds is not None and creds.identity_token:
-            response = await self._oauth(realm, service, scope, creds)
-            if response is not None:
-                return response
-        params: list[tuple[str, str | int | float | bool | None]] = []
-        if service:
-            params.append(("service", service))
-        if scope:
-            params.append(("scope", scope))
-        if creds is not None and creds.has_basic:
-            params.append(("account", creds.username))
-        headers = {}
-        if creds is not None and (creds.has_basic or creds.identity_token):
-            password = creds.password or creds.identity_token
-            headers["Authorization"] = basic_header(
-                Credentials(username=creds.username, password=password)
-            )
-        request = self._client.build_request(
-            "GET", realm, params=params, headers=headers, extensions=self._extensions
-        )
-        return await self._send(request, creds)
-
-    async def _oauth(
-        self, realm: httpx.URL, service: str | None, scope: str, creds: Credentials
-    ) -> Token | None:
-        form = {
-            "grant_type": "refresh_token",
-            "refresh_token": creds.identity_token,
-            "client_id": CLIENT_ID,
-            "service": service or "",
-            "scope": scope,
-        }
-        request = self._client.build_request("POST", realm, data=form, extensions=self._extensions)
-        try:
-            # Not redirected: a 307 would carry the refresh token, in the body, to any host
-            # (httpx strips only the Authorization header). The GET form answers instead.
-            return await self._send(request, creds, follow_redirects=False)
-        except _NoOAuth:
-            return None
-
-    async def _send(
-        self, request: httpx.Request, creds: Credentials | None, *, follow_redirects: bool = True
-    ) -> Token:
-        async with transport_errors(f"token service {request.url.netloc.decode()}"):
-            response = await self._client.send(
-                request, stream=True, follow_redirects=follow_redirects
-            )
-            try:
-                if response.status_code == 200:
-                    body = await read_capped(response, MAX_TOKEN_RESPONSE, "token response")
-                else:
-                    # Says nothing we use; a prefix is read so a short one keeps the connection.
-                    await read_prefix(response)
-                    body = b""
-            finally:
-                await response.aclose()
-        status = response.status_code
-        if request.method == "POST" and (status in (404, 405) or response.is_redirect):
-            raise _NoOAuth
-        if status in (401, 403):
-            who = f"credentials from {creds.source}" if creds and creds.source else "credentials"
-            if creds is None or not (creds.has_basic or creds.identity_token):
-                who = "anonymous access"
-            raise AuthenticationError(
-                f"token service {request.url.host} refused {who} (HTTP {status})",
-                status_code=status,
-            )
-        if status in TRANSIENT_STATUS_CODES:
-            raise TransientError(
-                f"token service {request.url.host} answered HTTP {status}",
-                status_code=status,
-                retry_after=parse_retry_after(response.headers.get("Retry-After")),
-            )
-        if status != 200:
-            raise ProtocolError(
-                f"token service {request.url.host} answered HTTP {status}", status_code=status
-            )
-        return parse_token_response(body, self._clock())
-
-
-class _NoOAuth(Exception):
-    """The realm does not speak the OAuth2 POST; use the GET form."""
 
 
 @dataclass

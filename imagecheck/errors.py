@@ -64,11 +64,14 @@ class CredentialsError(UsageError):
 
 @dataclass(frozen=True, slots=True)
 class Hint:
-    """What would let a refused step go ahead: naming ``insecure_registry`` (a host, or
-    host:port) as an insecure registry (``ClientOptions.insecure_registries``), which allows
-    plain HTTP, credentials over it, and unverified TLS for that host."""
+    """What would let a refused step go ahead, in the library's terms (``ClientOptions``):
+    naming ``insecure_registry`` (a host, or host:port) as an insecure registry
+    (``insecure_registries``), which allows plain HTTP, credentials over it, and unverified TLS
+    for that host; or, with ``ca_file``, trusting the CA that signed the host's certificate
+    (``ca_files``)."""
 
-    insecure_registry: str
+    insecure_registry: str = ""
+    ca_file: bool = False
 
 
 class RegistryError(ImagecheckError):
@@ -117,7 +120,7 @@ class ProtocolError(RegistryError):
 
 class NotTLSError(ProtocolError):
     """An HTTPS connection met a server that answered without TLS: most likely plain HTTP.
-    Not temporary (the server will not learn TLS on a retry); ``client.py`` tries plain HTTP
+    Not temporary (the server will not learn TLS on a retry); ``ping.py`` tries plain HTTP
     after it only where plain HTTP is allowed."""
 
 

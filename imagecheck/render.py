@@ -28,7 +28,9 @@ TERMINATION_LOG_LIMIT = 4096
 
 def hint_text(hint: Hint) -> str:
     """A :class:`~imagecheck.errors.Hint` in the words of the command line (``check``, ``scan``
-    and ``serve`` share the option)."""
+    and ``serve`` share the options)."""
+    if hint.ca_file:
+        return "pass --ca-file with the CA that signed it"
     return f"add --insecure-registry {hint.insecure_registry} to allow it"
 
 

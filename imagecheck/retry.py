@@ -1,7 +1,7 @@
 """What is worth another try, and the tenacity policy built from it.
 
 One rule: an error is retried when it is a :class:`RegistryError` whose ``temporary`` flag is
-set (connection trouble, timeouts, 408/429/5xx; see ``client.py`` for the classification).
+set (connection trouble, timeouts, 408/429/5xx; see ``httperrors.py`` for the classification).
 401, 403 and 404 are answers and are never retried. Every wait fits inside the run's
 :class:`Deadline`: when the registry asks (``Retry-After``) for more time than is left, the
 check ends at once and says so, rather than sleeping past the deadline.

@@ -39,19 +39,30 @@ def is_loopback(host: str) -> bool:
     return address.is_loopback
 
 
-def make_ssl_context(ca_files: Sequence[Path] = ()) -> ssl.SSLContext:
-    """A verifying TLS context with the system trust and each ``--ca-file`` loaded."""
-    ctx = verifying_context(ca_files)
-    load_system_trust(ctx)
-    return ctx
+class Trust:
+    """The CAs a client verifies with: the ``ca_files`` ones from the start, the system store
+    from the first HTTPS request that needs it (``load``). A plain-HTTP local registry never
+    pays for parsing the store, nor does the HTTPS probe of a loopback registry's ping."""
+
+    def __init__(self, ca_files: Sequence[Path] = ()) -> None:
+        self.context = verifying_context(ca_files)
+        self._loaded = False
+
+    def load(self) -> bool:
+        """Add the system store; False when it was there already (nothing changed)."""
+        if self._loaded:
+            return False
+        load_system_trust(self.context)
+        self._loaded = True
+        return True
 
 
 def verifying_context(ca_files: Sequence[Path] = ()) -> ssl.SSLContext:
-    """A verifying TLS context with only the ``--ca-file`` CAs in it (cheap: a few certificates).
+    """A verifying TLS context with only the ``ca_files`` CAs in it (cheap: a few certificates).
     ``load_system_trust`` adds the rest when a connection first needs it."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # hostname check and CERT_REQUIRED on
     for path in ca_files:
-        # Read through the one safe reader: a FIFO or /dev/zero as --ca-file must not block
+        # Read through the one safe reader: a FIFO or /dev/zero as a CA file must not block
         # or fill memory (issue #10); OpenSSL then parses the PEM text.
         data = read_regular_file(path, limit=MAX_CA_FILE, what="CA file", error=UsageError)
         try:
@@ -103,7 +114,7 @@ def _has_hashed_certs(directory: str) -> bool:
 
 
 def insecure_ssl_context() -> ssl.SSLContext:
-    """For ``--insecure-registry`` hosts only: TLS without verification, as Docker does."""
+    """For hosts named insecure only: TLS without verification, as Docker does."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE

@@ -13,7 +13,7 @@ import ssl
 import httpx
 
 from imagecheck.bounded import printable
-from imagecheck.errors import CertificateError, NotTLSError, ProtocolError, TransientError
+from imagecheck.errors import CertificateError, Hint, NotTLSError, ProtocolError, TransientError
 
 # httpx's RemoteProtocolError for a Location header that is not a URL: the registry's fault,
 # not the connection's, so not worth a retry.
@@ -41,8 +41,8 @@ class transport_errors:
         cert = _certificate_problem(exc)
         if cert is not None:
             raise CertificateError(
-                f"TLS certificate of {self.host} is not trusted ({printable(cert)}); "
-                "pass --ca-file with the CA that signed it"
+                f"TLS certificate of {self.host} is not trusted ({printable(cert)})",
+                hint=Hint(ca_file=True),
             ) from None
         if _not_tls(exc):
             raise NotTLSError(f"{self.host} does not speak TLS (a plain-HTTP server?)") from None

@@ -468,7 +468,7 @@ def test_4xx_answers_are_never_retried(
 def test_401_basic_challenge_without_credentials_is_asked_once(
     proxy: FaultProxy, tmp_path: Path
 ) -> None:
-    # Registries that leave /v2/ open and challenge only on repositories (client.py says so).
+    # Registries that leave /v2/ open and challenge only on repositories (auth.py says so).
     challenge = {"WWW-Authenticate": 'Basic realm="registry"'}
     proxy.on(
         None, MANIFESTS, Respond.oci(401, "UNAUTHORIZED", "authentication required", **challenge)

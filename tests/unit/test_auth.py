@@ -19,13 +19,7 @@ import httpx
 import pytest
 import respx
 
-from imagecheck.auth import (
-    DEFAULT_EXPIRES_IN,
-    MAX_EXPIRES_IN,
-    Token,
-    TokenCache,
-    parse_token_response,
-)
+from imagecheck.auth import TokenCache
 from imagecheck.bounded import MAX_TOKEN_RESPONSE
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import (
@@ -39,6 +33,7 @@ from imagecheck.errors import Hint, ProtocolError
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline, RetryPolicy
+from imagecheck.tokens import DEFAULT_EXPIRES_IN, MAX_EXPIRES_IN, Token, parse_token_response
 
 REGISTRY = "https://registry.test"
 REALM = "https://auth.test/token"

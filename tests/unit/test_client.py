@@ -19,6 +19,7 @@ import respx
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import Credentials, StaticKeychain
 from imagecheck.errors import Hint, UsageError
+from imagecheck.platform import Platform
 from imagecheck.reference import parse_reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline, RetryPolicy
@@ -465,6 +466,41 @@ def test_get_fallback_missing(router: respx.Router) -> None:
     assert check(router).status is Status.MISSING
 
 
+# -- platform: the config blob's answer ---------------------------------------------------------
+
+CONFIG_DIGEST = "sha256:" + "c" * 64
+SINGLE = b'{"schemaVersion": 2, "config": {"digest": "' + CONFIG_DIGEST.encode() + b'"}}'
+# (id, the config blob's answer, status, words in the message)
+CONFIG_ANSWERS: list[tuple[str, httpx.Response, Status, str]] = [
+    ("linux-amd64", httpx.Response(200, json={"os": "linux", "architecture": "amd64"}),
+     Status.FOUND, "with linux/amd64"),
+    ("foreign", httpx.Response(200, json={"os": "linux", "architecture": "arm64"}),
+     Status.MISSING, "exists but not for linux/amd64; it has: linux/arm64"),
+    # Every status becomes an error in one place (httperrors): a refusal is a denial there.
+    ("refused", oci_error(401, "UNAUTHORIZED", "authentication required"), Status.DENIED,
+     "answered HTTP 401 for the image config (UNAUTHORIZED: authentication required)"),
+    ("blob-unknown", oci_error(404, "BLOB_UNKNOWN", "blob unknown to registry"), Status.ERROR,
+     "answered HTTP 404 for the image config (BLOB_UNKNOWN: blob unknown to registry)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "words"),
+    [c[1:] for c in CONFIG_ANSWERS],
+    ids=[c[0] for c in CONFIG_ANSWERS],
+)
+def test_platform_of_a_single_manifest_is_in_its_config(
+    router: respx.Router, answer: httpx.Response, status: Status, words: str
+) -> None:
+    open_registry(router)
+    get = router.get(HEAD_URL).respond(200, headers=manifest_headers(None), content=SINGLE)
+    blob = router.get(f"{REGISTRY}/v2/app/blobs/{CONFIG_DIGEST}").mock(return_value=answer)
+    result = check(router, options=ClientOptions(platform=Platform("linux", "amd64")))
+    assert result.status is status
+    assert words in result.message
+    assert (get.call_count, blob.call_count) == (1, 1)
+
+
 # -- digest references are verified -----------------------------------------------------------
 
 PINNED = f"registry.test/app@{BODY_DIGEST}"
@@ -736,7 +772,9 @@ def test_untrusted_certificate_is_not_retried(router: respx.Router) -> None:
     assert result.status is Status.ERROR
     assert "TLS certificate of registry.test is not trusted" in result.message
     assert "self-signed certificate" in result.message
-    assert "--ca-file" in result.message
+    # The library names what would allow it; front ends word it (render.explained).
+    assert result.hint == Hint(ca_file=True)
+    assert "--ca-file" not in result.message
     assert pinged.call_count == 1
     assert sleeps.waits == []
 

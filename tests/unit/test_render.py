@@ -93,3 +93,12 @@ def test_explained_words_the_hint_with_the_option_name() -> None:
     assert shown.message == "refused; add --insecure-registry auth.test:80 to allow it"
     assert shown.hint is None
     assert explained(shown) == shown  # worded once
+
+
+def test_explained_words_a_certificate_hint_with_the_ca_file_option() -> None:
+    ref = parse_reference("registry.test/app:1")
+    message = "TLS certificate of registry.test is not trusted (self-signed certificate)"
+    hinted = CheckResult(
+        "registry.test/app:1", ref, Status.ERROR, message=message, hint=Hint(ca_file=True)
+    )
+    assert explained(hinted).message == f"{message}; pass --ca-file with the CA that signed it"

@@ -12,7 +12,7 @@ from typing import cast
 import httpx
 import pytest
 
-from imagecheck.auth import Token, TokenCache, TokenKey
+from imagecheck.auth import TokenCache, TokenKey
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import AnonymousKeychain
 from imagecheck.errors import ImagecheckError
@@ -20,6 +20,7 @@ from imagecheck.kube import KubeClient
 from imagecheck.reference import parse_reference
 from imagecheck.result import Status
 from imagecheck.retry import Deadline, RetryPolicy
+from imagecheck.tokens import Token
 from imagecheck.webhook.server import PodSecrets
 
 
@@ -149,7 +150,7 @@ def test_pod_secret_keychains_are_bounded_and_secrets_per_review_too() -> None:
 def test_registry_hosts_are_remembered_up_to_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """A webhook meets any host a pod spec names: what it keeps of each (the ping's scheme and
     challenge) is bounded, least recently used first, and a forgotten host is pinged again."""
-    monkeypatch.setattr("imagecheck.client.MAX_REGISTRIES", 8)
+    monkeypatch.setattr("imagecheck.ping.MAX_REGISTRIES", 8)
     pings: list[str] = []
 
     def registry(request: httpx.Request) -> httpx.Response:
