@@ -58,7 +58,8 @@ def registry_host(text: str) -> str:
     """``text`` as the registry host a reference names, e.g. ``index.docker.io`` is
     ``docker.io``; a :class:`UsageError` when ``text`` is not a host (a path, a typo)."""
     try:
-        # The whole of text is the registry exactly when the two path components stay the
+        parse_reference(f"{text}/probe")  # for the reason, when text breaks the grammar
+        # The whole of text is the registry exactly when both path components stay the
         # repository: "foo" would make docker.io/foo/probe/probe.
         ref = parse_reference(f"{text}/probe/probe")
     except InvalidReferenceError as exc:

@@ -49,13 +49,6 @@ class OneLineBadParameter(click.BadParameter):
         click.echo(f"imagecheck: error: {self.format_message()}", err=True)
 
 
-class VerbatimBadParameter(OneLineBadParameter):
-    """One whose message names the option itself (``--mirror 'x': expected ...``)."""
-
-    def format_message(self) -> str:
-        return self.message
-
-
 # click.ParamType is generic only from click 8.4; subscripting it would break 8.1-8.3.
 class _Bounded(click.ParamType):  # type: ignore[type-arg]
     def fail(
@@ -109,23 +102,33 @@ class Count(_Bounded):
 
 
 def mirror_pair(text: str) -> tuple[str, str]:
-    """``SOURCE=MIRROR`` as two normalized registry hosts."""
+    """``SOURCE=MIRROR`` as two normalized registry hosts; a :class:`UsageError` otherwise."""
     source, sep, mirror = text.partition("=")
     if not sep:
-        raise VerbatimBadParameter(
+        raise UsageError(
             f"--mirror {text!r}: expected SOURCE=MIRROR, e.g. docker.io=mirror.example.com:5000"
         )
-    try:
-        return registry_host(source), registry_host(mirror)
-    except UsageError as exc:
-        raise VerbatimBadParameter(str(exc)) from None
+    return registry_host(source), registry_host(mirror)
 
 
+# A UsageError raised while click reads a value is the group's to report (exit 2), as any
+# other: these types only name themselves for --help and keep what they parsed.
 class MirrorPair(click.ParamType):  # type: ignore[type-arg]
     name = "mirror"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         return value if isinstance(value, tuple) else mirror_pair(str(value))
+
+
+class PlatformChoice(click.ParamType):  # type: ignore[type-arg]
+    """``OS/ARCH[/VARIANT]`` or ``auto``, checked; kept as written (``auto`` is the machine the
+    run is on, which the run resolves)."""
+
+    name = "platform"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        parse_platform(str(value))  # its UsageError names --platform
+        return str(value)
 
 
 class RegistryHost(click.ParamType):  # type: ignore[type-arg]
@@ -136,19 +139,5 @@ class RegistryHost(click.ParamType):  # type: ignore[type-arg]
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         try:
             return registry_host(str(value))
-        except UsageError as exc:
+        except UsageError as exc:  # named like every other bad option value
             raise OneLineBadParameter(str(exc), ctx=ctx, param=param) from None
-
-
-class PlatformChoice(click.ParamType):  # type: ignore[type-arg]
-    """``OS/ARCH[/VARIANT]`` or ``auto``, checked; kept as written (``auto`` is the machine the
-    run is on, which the run resolves)."""
-
-    name = "platform"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        try:
-            parse_platform(str(value))
-        except UsageError as exc:  # its message names --platform
-            raise VerbatimBadParameter(str(exc), ctx=ctx, param=param) from None
-        return str(value)

@@ -10,6 +10,7 @@ from imagecheck import exit_code
 from imagecheck.cli import check, cli
 from imagecheck.cli import duration as _duration
 from imagecheck.cli import mirror_pair as _mirror
+from imagecheck.errors import UsageError
 from imagecheck.result import CheckResult, Status
 
 
@@ -44,7 +45,7 @@ def test_mirrors(text: str, pair: tuple[str, str]) -> None:
     "text", ["docker.io", "docker.io=", "=x.io", "docker.io=mirror", "a.io=b.io/path", "A b=c.io"]
 )
 def test_bad_mirrors(text: str) -> None:
-    with pytest.raises(click.BadParameter):
+    with pytest.raises(UsageError):
         _mirror(text)
 
 
