@@ -84,8 +84,8 @@ def check(
     results = invalid_results(images)
     if not results:
         credentials = read_credentials(settings)
-        run = acheck(images, **settings.run_options(credentials, pod_secrets))
-        results = explain_all(run_async(run))
+        checking = acheck(images, **settings.run_options(credentials, pod_secrets))
+        results = explain_all(run_async(checking))
     click.echo(render_json(results) if output == "json" else render_text(results))
     conclude(results, settings)
 
