@@ -18,7 +18,7 @@ $(BIN)/.installed: pyproject.toml
 venv: $(BIN)/.installed
 
 demo: system-deps venv
-	$(BIN)/python -m imagecheck.testing.demo
+	$(BIN)/python scripts/demo.py
 
 lint: venv
 	$(BIN)/ruff check .

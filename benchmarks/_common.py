@@ -23,7 +23,7 @@ from typing import Any
 
 import click
 
-from imagecheck.testing.registry import LocalRegistry, find_registry_binary
+from tests.support.registry import LocalRegistry, find_registry_binary
 
 EXIT_WRONG_ANSWER = 1
 EXIT_UNAVAILABLE = 2

@@ -4,7 +4,7 @@ Usage: ``python benchmarks/check_many.py [--images N] [--repos R] [--rounds K] [
 (``make bench`` runs the defaults: 120 images in 10 repositories, plus 12 missing tags, 3 rounds).
 
 A no-auth ``docker-registry`` (Distribution) is started on 127.0.0.1 in a temporary directory
-and seeded with N distinct images (:func:`imagecheck.testing.images.seed_many`). The checked
+and seeded with N distinct images (:func:`tests.support.images.seed_many`). The checked
 set is those N images with about 10% missing tags mixed in, so the "missing" answer is
 measured too. Each round runs, one after the other, on the same set:
 
@@ -51,8 +51,8 @@ import httpx
 
 import imagecheck
 from imagecheck.cli import check as check_command
-from imagecheck.testing.images import seed_many
-from imagecheck.testing.registry import LocalRegistry
+from tests.support.images import seed_many
+from tests.support.registry import LocalRegistry
 
 if not __package__:  # run as `python benchmarks/check_many.py`: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

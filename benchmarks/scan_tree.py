@@ -6,7 +6,7 @@ repositories each, 300 occurrences, 5 rounds). Issue #6.
 
 R no-auth ``docker-registry`` (Distribution) instances are started on 127.0.0.1, plain HTTP,
 each on its own port, each seeded with N images over P repositories
-(:func:`imagecheck.testing.images.seed_many`). A temporary directory is then filled with
+(:func:`tests.support.images.seed_many`). A temporary directory is then filled with
 Deployments (with a Service in the same file), Jobs, CronJobs, Compose files and multi-stage
 Dockerfiles in which the R x N distinct images are written O times in all (each at least once,
 the rest repeated across files), plus about 10% tags that were never pushed (10% of the
@@ -57,8 +57,8 @@ import httpx
 import imagecheck
 from imagecheck.cli import scan as scan_command
 from imagecheck.scanning import scan_paths
-from imagecheck.testing.images import seed_many
-from imagecheck.testing.registry import LocalRegistry
+from tests.support.images import seed_many
+from tests.support.registry import LocalRegistry
 
 if not __package__:  # run as `python benchmarks/scan_tree.py`: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -4,7 +4,7 @@ cold one.
 Usage: ``python benchmarks/webhook_load.py [--reviews 500] [--concurrency 50] [--images 100]``
 
 A no-auth ``docker-registry`` (Distribution) on 127.0.0.1, seeded with ``--images`` distinct
-OCI images (:func:`imagecheck.testing.images.seed_many`); ``imagecheck serve`` as a subprocess
+OCI images (:func:`tests.support.images.seed_many`); ``imagecheck serve`` as a subprocess
 over TLS (a throw-away trustme CA), ``--cache-ttl 5m --missing-ttl 5m`` so that nothing expires
 during the run. The client is one ``httpx.AsyncClient`` (HTTP/1.1, keep-alive, at most
 ``--concurrency`` connections) with ``--concurrency`` workers sending reviews back to back.
@@ -53,8 +53,8 @@ import httpx
 import trustme
 from prometheus_client.parser import text_string_to_metric_families
 
-from imagecheck.testing.images import seed_many
-from imagecheck.testing.registry import LocalRegistry, find_registry_binary
+from tests.support.images import seed_many
+from tests.support.registry import LocalRegistry, find_registry_binary
 
 P99_TARGET_MS = 50.0
 MISSING_SHARE = 0.10

@@ -11,8 +11,8 @@ and writes a complete root filesystem to ``--out``:
   shared libraries every extension module of the dependencies loads, too (frozenlist needs
   libstdc++; most need libpthread), each extension imported by the smoke test, since a
   package that falls back to pure Python on an ImportError would hide a missing library;
-* imagecheck (without ``imagecheck.testing``) and its installed dependencies (without pip and
-  setuptools) as sourceless ``.pyc`` in ``<prefix>/lib/imagecheck``;
+* imagecheck and its installed dependencies (without pip and setuptools) as sourceless
+  ``.pyc`` in ``<prefix>/lib/imagecheck``;
 * a ``._pth`` file next to the interpreter naming exactly those three places on ``sys.path``;
   its presence also means isolated mode and no ``site`` (so no ``PYTHON*`` variable, user
   site-packages or working directory can change what runs);
@@ -219,7 +219,7 @@ class Runtime:
     def static_closure(self) -> set[str]:
         finder = ModuleFinder(
             path=[str(self.src), str(self.site), *sys.path[1:]],
-            excludes=[*DENY, *DROP_DISTS, "imagecheck.testing"],
+            excludes=[*DENY, *DROP_DISTS],
         )
         with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:
             roots = ["runpy", "imagecheck", "imagecheck.__main__", *self.app_modules()]
@@ -322,7 +322,7 @@ class Runtime:
         shutil.copytree(
             self.src / "imagecheck",
             target / "imagecheck",
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "testing"),
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
         )
         for entry in sorted(self.site.iterdir()):
             if _dropped(entry.name) or entry.name == "__pycache__" or entry.suffix == ".pth":

@@ -128,9 +128,6 @@ class TokenCache:
         while len(self._tokens) > self._max:
             self._tokens.popitem(last=False)
 
-    def drop(self, key: TokenKey) -> None:
-        self._tokens.pop(key, None)
-
     def __len__(self) -> int:
         return len(self._tokens)
 

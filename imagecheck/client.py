@@ -57,9 +57,9 @@ from imagecheck.errors import (
     RegistryError,
     TransientError,
 )
+from imagecheck.mediatypes import INDEX_MEDIA_TYPES, MANIFEST_ACCEPT
 from imagecheck.netguard import check_destination, named_host
 from imagecheck.platform import (
-    INDEX_MEDIA_TYPES,
     Platform,
     config_digest,
     config_platform,
@@ -85,22 +85,6 @@ from imagecheck.transport import transport_errors
 
 log = logging.getLogger("imagecheck")
 
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-DOCKER_SCHEMA1_SIGNED = "application/vnd.docker.distribution.manifest.v1+prettyjws"
-DOCKER_SCHEMA1 = "application/vnd.docker.distribution.manifest.v1+json"
-MANIFEST_ACCEPT = ", ".join(
-    (
-        OCI_INDEX,
-        OCI_MANIFEST,
-        DOCKER_MANIFEST_LIST,
-        DOCKER_MANIFEST,
-        DOCKER_SCHEMA1_SIGNED,
-        DOCKER_SCHEMA1,
-    )
-)
 # Marks the HTTPS probe of a loopback/insecure registry's ping (request extensions).
 _PROBE = "imagecheck.tls_probe"
 # Registries that cannot HEAD a manifest answer one of these; GET then tells.

@@ -23,12 +23,11 @@ from imagecheck import bounded
 from imagecheck.credhelper import CredentialHelpers, HelperAnswer
 from imagecheck.errors import CredentialsError
 from imagecheck.files import MAX_CONFIG_FILE, read_regular_file, size_text
-from imagecheck.reference import Reference
+from imagecheck.reference import DOCKER_HUB_ALIASES, DOCKER_HUB_INDEX, Reference
 from imagecheck.retry import Deadline
 
 # Docker keeps Docker Hub credentials under this legacy v1 URL (docker/cli registry.IndexServer).
-DOCKER_HUB_CONFIG_KEY = "https://index.docker.io/v1/"
-_HUB_HOSTS = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
+DOCKER_HUB_CONFIG_KEY = f"https://{DOCKER_HUB_INDEX}/v1/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +201,7 @@ def registry_matches(key: str, reference: Reference) -> bool:
     """Whether a config key names the registry of ``reference`` (Docker Hub aliases included)."""
     host = config_key_host(key)
     if reference.is_docker_hub:
-        return host in _HUB_HOSTS
+        return host in DOCKER_HUB_ALIASES
     return host == reference.registry.lower()
 
 
@@ -313,10 +312,6 @@ class AuthsKeychain:
             if registry_matches(key, reference):
                 return helper
         return self.creds_store
-
-    @classmethod
-    def from_auths(cls, auths: Any, *, where: str) -> AuthsKeychain:
-        return cls.from_config({"auths": auths}, where=where)
 
     @classmethod
     def from_config(

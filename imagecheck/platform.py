@@ -30,12 +30,6 @@ _ARCH_ALIASES = {
     "i386": ("386", ""),
     "i686": ("386", ""),
 }
-INDEX_MEDIA_TYPES = frozenset(
-    {
-        "application/vnd.oci.image.index.v1+json",
-        "application/vnd.docker.distribution.manifest.list.v2+json",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,11 +32,10 @@ from imagecheck.credentials import (
     parse_registry_key,
 )
 from imagecheck.errors import CredentialsError
-from imagecheck.reference import Reference
+from imagecheck.reference import DOCKER_HUB_INDEX, Reference
 
 DOCKERCONFIGJSON = ".dockerconfigjson"
 DOCKERCFG = ".dockercfg"
-_HUB_KEY = "index.docker.io"
 
 
 def key_matches(key: RegistryKey, target: RegistryKey) -> bool:
@@ -61,7 +60,7 @@ class PullSecretKeychain:
         target = parse_registry_key(reference.name)
         found = [creds for key, creds in self.entries if key_matches(key, target)]
         if not found and reference.is_docker_hub:
-            found = [creds for key, creds in self.entries if key.text == _HUB_KEY]
+            found = [creds for key, creds in self.entries if key.text == DOCKER_HUB_INDEX]
         return tuple(found)
 
     @classmethod

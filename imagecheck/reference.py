@@ -47,16 +47,26 @@ from dataclasses import dataclass
 
 from imagecheck.errors import InvalidReferenceError
 
-__all__ = ["DEFAULT_TAG", "DOCKER_HUB", "DOCKER_HUB_API_HOST", "Reference", "parse_reference"]
+__all__ = [
+    "DEFAULT_TAG",
+    "DOCKER_HUB",
+    "DOCKER_HUB_ALIASES",
+    "DOCKER_HUB_API_HOST",
+    "DOCKER_HUB_INDEX",
+    "Reference",
+    "parse_reference",
+]
 
+# Docker Hub's names, here and nowhere else.
 DOCKER_HUB = "docker.io"
 # docker.io is the name users see; the registry API itself answers on registry-1.
 DOCKER_HUB_API_HOST = "registry-1.docker.io"
+# distribution's legacyDefaultDomain: the only other spelling normalised to docker.io; also
+# the host of the key Docker and the kubelet keep Hub credentials under.
+DOCKER_HUB_INDEX = "index.docker.io"
+# Every spelling of a Hub host whose credentials are the Hub's.
+DOCKER_HUB_ALIASES = frozenset({DOCKER_HUB, DOCKER_HUB_INDEX, DOCKER_HUB_API_HOST})
 DEFAULT_TAG = "latest"
-
-_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
-# distribution's legacyDefaultDomain: the only other spelling normalised to docker.io.
-_LEGACY_HUB = "index.docker.io"
 _PATH_MAX = 255  # distribution's RepositoryNameTotalLengthMax: the path, not the domain
 _TAG_MAX = 128
 
@@ -101,7 +111,7 @@ class Reference:
     def is_docker_hub(self) -> bool:
         """Whether Docker Hub's credentials apply (config.json's ``index.docker.io`` entry):
         any spelling of a Hub host."""
-        return self.registry.lower() in _HUB_ALIASES
+        return self.registry.lower() in DOCKER_HUB_ALIASES
 
     @property
     def api_host(self) -> str:
@@ -228,7 +238,7 @@ def _split_registry(name: str) -> tuple[str | None, str]:
 def _normalize(registry: str | None, path: str) -> tuple[str, str]:
     """Docker Hub is ``docker.io`` or ``index.docker.io`` spelled exactly so; only there does a
     one-component path become an official image under ``library/``."""
-    if registry is None or registry == _LEGACY_HUB:
+    if registry is None or registry == DOCKER_HUB_INDEX:
         registry = DOCKER_HUB
     if registry == DOCKER_HUB and "/" not in path:
         path = f"library/{path}"

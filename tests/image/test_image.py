@@ -27,9 +27,9 @@ import httpx
 import pytest
 import trustme
 
-from imagecheck.testing.images import seed_samples
-from imagecheck.testing.registry import LocalRegistry, TLSFiles, find_registry_binary
 from tests.image.conftest import IMAGE_SIZE_KEY
+from tests.support.images import seed_samples
+from tests.support.registry import LocalRegistry, TLSFiles, find_registry_binary
 from tests.tools import skip_or_fail, system_tool
 
 ROOT = Path(__file__).resolve().parents[2]

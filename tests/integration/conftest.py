@@ -6,7 +6,7 @@ processes serving that same directory over TLS with Basic or token auth. All are
 scoped, listen on 127.0.0.1 only, and are stopped when the session ends.
 
 The storage is shared: a test may push to a repository of its own, but must not delete or
-overwrite the samples (:func:`imagecheck.testing.images.seed_samples`).
+overwrite the samples (:func:`tests.support.images.seed_samples`).
 
 ``docker-registry`` or ``htpasswd`` missing: the fixtures skip, except under ``CI=true``
 where they fail, so that CI cannot go green by running nothing.
@@ -27,10 +27,10 @@ from typing import NoReturn
 import httpx
 import pytest
 
-from imagecheck.testing.images import SampleImages, seed_samples
-from imagecheck.testing.registry import LocalRegistry, TokenAuthSettings, find_registry_binary
 from tests.integration.pki import TLSMaterial, make_tls_material, make_token_signer
 from tests.integration.tokenserver import TokenServer
+from tests.support.images import SampleImages, seed_samples
+from tests.support.registry import LocalRegistry, TokenAuthSettings, find_registry_binary
 
 USERNAME = "alice"
 TOKEN_SERVICE = "imagecheck-test-registry"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import trustme
 
-from imagecheck.testing.registry import TLSFiles
+from tests.support.registry import TLSFiles
 
 
 @dataclass(frozen=True)

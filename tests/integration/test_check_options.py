@@ -16,10 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from imagecheck.testing.images import push_image
-from imagecheck.testing.registry import LocalRegistry
 from tests.integration.clirun import run_cli, tls_args
 from tests.integration.conftest import RegistryEndpoint
+from tests.support.images import push_image
+from tests.support.registry import LocalRegistry
 
 UNREACHABLE = "127.0.0.1:9"  # discard port: nothing listens there
 

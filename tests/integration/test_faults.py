@@ -24,7 +24,6 @@ from typing import Any
 import httpx
 import pytest
 
-from imagecheck.testing.images import push_image
 from tests.integration.clirun import Run, run_cli
 from tests.integration.conftest import RegistryEndpoint
 from tests.integration.faultproxy import (
@@ -42,6 +41,7 @@ from tests.integration.faultproxy import (
     Trickle,
     http_date,
 )
+from tests.support.images import push_image
 
 MANIFESTS = r"^/v2/.+/manifests/"
 PING = r"^/v2/$"

@@ -18,15 +18,10 @@ import httpx
 import jwt
 import pytest
 
-from imagecheck.testing.images import (
-    DOCKER_MANIFEST,
-    DOCKER_MANIFEST_LIST,
-    OCI_INDEX,
-    OCI_MANIFEST,
-    push_image,
-)
+from imagecheck.mediatypes import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
 from tests.integration.conftest import TOKEN_ISSUER, TOKEN_SERVICE, RegistryEndpoint
 from tests.integration.tokenserver import TokenServer
+from tests.support.images import push_image
 
 ACCEPT_ALL = ", ".join([OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_MANIFEST_LIST])
 SCHEMA1_SIGNED = "application/vnd.docker.distribution.manifest.v1+prettyjws"

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from imagecheck.testing.registry import LocalRegistry, TokenAuthSettings
 from tests.integration.clirun import run_cli, tls_args
 from tests.integration.conftest import TOKEN_ISSUER, TOKEN_SERVICE, USERNAME, RegistryEndpoint
 from tests.integration.pki import TLSMaterial, make_token_signer
 from tests.integration.tokenserver import TokenServer
+from tests.support.registry import LocalRegistry, TokenAuthSettings
 
 
 def _port(endpoint: RegistryEndpoint) -> str:

@@ -35,10 +35,10 @@ import pytest
 import trustme
 from prometheus_client.parser import text_string_to_metric_families
 
-from imagecheck.testing.registry import TLSFiles
 from tests.integration.conftest import RegistryEndpoint
 from tests.integration.faultproxy import FaultProxy, Hang, Respond, Trickle
 from tests.integration.pki import TLSMaterial
+from tests.support.registry import TLSFiles
 
 ADMISSION_V1 = "admission.k8s.io/v1"
 FOUND = "sample/app:1.0.0"

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import httpx
 
-from imagecheck.testing.images import Platform, PushedManifest, push_image, push_index
+from imagecheck.platform import Platform
 from tests.integration.conftest import RegistryEndpoint
 from tests.integration.differential.oracle import Access, Mirror
 from tests.integration.faultproxy import FaultProxy
 from tests.integration.pki import TLSMaterial
+from tests.support.images import PushedManifest, push_image, push_index
 
 # distribution/reference: a repository path of at most 255 characters (the domain apart).
 LONG_REPOSITORY = "diff/" + "l" * 250

@@ -227,7 +227,7 @@ class LocalRegistry:
     def _wait_until_ready(self) -> bool:
         deadline = time.monotonic() + _START_TIMEOUT
         # This probe only asks whether the process listens; trust is the caller's business.
-        with httpx.Client(verify=False, timeout=1.0, trust_env=False) as probe:  # noqa: S501
+        with httpx.Client(verify=False, timeout=1.0, trust_env=False) as probe:
             while time.monotonic() < deadline:
                 if not self.running:
                     return False

@@ -20,20 +20,18 @@ import json
 import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import httpx
+
+from imagecheck.mediatypes import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
+from imagecheck.platform import Platform
 
 __all__ = [
     "DOCKER_CONFIG",
     "DOCKER_LAYER",
-    "DOCKER_MANIFEST",
-    "DOCKER_MANIFEST_LIST",
     "OCI_CONFIG",
-    "OCI_INDEX",
     "OCI_LAYER",
-    "OCI_MANIFEST",
-    "Platform",
     "PushError",
     "PushedManifest",
     "SampleImages",
@@ -46,27 +44,12 @@ __all__ = [
     "seed_samples",
 ]
 
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+# Config and layer types: only what this pusher writes needs them (manifest types, which
+# imagecheck reads, are in imagecheck.mediatypes).
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-DOCKER_MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"
 DOCKER_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
-
-
-class Platform(NamedTuple):
-    """An image platform; ``str()`` gives ``os/arch[/variant]``, e.g. ``linux/arm/v7``."""
-
-    os: str
-    architecture: str
-    variant: str | None = None
-
-    def __str__(self) -> str:
-        parts = [self.os, self.architecture] + ([self.variant] if self.variant else [])
-        return "/".join(parts)
-
 
 LINUX_AMD64 = Platform("linux", "amd64")
 
@@ -151,7 +134,7 @@ def push_image(
     repo: str,
     tag: str | None,
     *,
-    platform: Platform | tuple[str, str, str | None] = LINUX_AMD64,
+    platform: Platform = LINUX_AMD64,
     docker: bool = False,
     seed: str | None = None,
     annotations: dict[str, str] | None = None,
@@ -161,14 +144,13 @@ def push_image(
     With ``tag=None`` the manifest is pushed by digest only (an index's child). ``seed``
     picks the layer's bytes; by default it is ``repo:tag``, so every sample has its own.
     """
-    plat = Platform(*platform)
-    image = _ImageBlobs.build(seed or f"{repo}:{tag}", plat, docker=docker)
+    image = _ImageBlobs.build(seed or f"{repo}:{tag}", platform, docker=docker)
     for blob in (image.layer, image.config):
         push_blob(client, base_url, repo, blob)
     body = image.manifest(annotations)
     media_type = DOCKER_MANIFEST if docker else OCI_MANIFEST
     digest = push_manifest(client, base_url, repo, tag or digest_of(body), body, media_type)
-    return PushedManifest(digest, media_type, len(body), platform=plat)
+    return PushedManifest(digest, media_type, len(body), platform=platform)
 
 
 def push_index(
@@ -176,7 +158,7 @@ def push_index(
     base_url: str,
     repo: str,
     tag: str,
-    platforms: Iterable[Platform | tuple[str, str, str | None]],
+    platforms: Iterable[Platform],
     *,
     docker: bool = False,
 ) -> PushedManifest:
@@ -262,7 +244,7 @@ class _ImageBlobs:
             "created": "2024-01-01T00:00:00Z",
             "config": {"Labels": {"org.example.seed": seed}},
             "rootfs": {"type": "layers", "diff_ids": [digest_of(tar)]},
-            "history": [{"created": "2024-01-01T00:00:00Z", "created_by": "imagecheck.testing"}],
+            "history": [{"created": "2024-01-01T00:00:00Z", "created_by": "tests.support.images"}],
         }
         if platform.variant:
             config["variant"] = platform.variant

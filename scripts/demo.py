@@ -1,8 +1,10 @@
-"""Show imagecheck against a real local registry: ``python -m imagecheck.testing.demo``.
+"""Show imagecheck against a real local registry: ``make demo`` (``python scripts/demo.py``).
 
 Starts a no-auth ``docker-registry`` on 127.0.0.1 in a temporary directory, pushes the sample
 images, runs the ``imagecheck`` CLI as a subprocess for an image that exists, one that does
 not, and both at once as JSON, and prints each command line with its exit code.
+
+Runs from a checkout (it uses the test support in ``tests/support``, which is not installed).
 """
 
 from __future__ import annotations
@@ -16,8 +18,13 @@ from pathlib import Path
 
 import httpx
 
-from imagecheck.testing.images import seed_samples
-from imagecheck.testing.registry import LocalRegistry, find_registry_binary
+if not __package__:  # run as `python scripts/demo.py`: make `tests` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.images import seed_samples
+from tests.support.registry import LocalRegistry, find_registry_binary
+
+# The checkout's root: where `tests.support` lives, and the imagecheck the child must import.
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
@@ -45,9 +52,8 @@ def _run_check(args: list[str]) -> int:
     command = [sys.executable, "-m", "imagecheck", "check", *args]
     print(f"$ {shlex.join(command)}", flush=True)
     # The child must import this same imagecheck, installed or not.
-    package_root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     returncode = subprocess.run(command, env=env, check=False).returncode
     print(f"exit code: {returncode}\n", flush=True)
     return returncode
