@@ -7,6 +7,7 @@ could be had, or where the input was wrong before any answer was asked for::
     ImagecheckError
     ├── UsageError                 bad input; nothing was sent to any registry (exit 2)
     │   ├── InvalidReferenceError  an image reference that breaks the grammar
+    │   │   └── InvalidReferencesError  check() was given some: every one, nothing sent
     │   └── CredentialsError       a config file, secret or helper that cannot be used
     └── RegistryError              the registry could not give an answer (exit 4)
         ├── TransientError         worth another try: connection errors, 408/429/5xx
@@ -25,6 +26,7 @@ names (``render.hint_text``), so no flag name is baked into a library message.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # Longer messages are cut: an error is a line, not a document.
@@ -56,6 +58,19 @@ class InvalidReferenceError(UsageError, ValueError):
         super().__init__(f"invalid reference {reference!r}: {reason}")
         self.reference = reference
         self.reason = reason
+
+
+class InvalidReferencesError(InvalidReferenceError):
+    """``check()`` was given invalid references: all of them, in input order, in ``invalid``.
+    Raised before anything is sent; ``reference`` and ``reason`` are the first one's."""
+
+    def __init__(self, invalid: Sequence[InvalidReferenceError]) -> None:
+        first = invalid[0]
+        super().__init__(first.reference, first.reason)
+        self.invalid = tuple(invalid)
+        if len(self.invalid) > 1:
+            listed = "; ".join(f"{e.reference!r}: {e.reason}" for e in self.invalid)
+            self.args = (f"{len(self.invalid)} invalid references: {listed}",)
 
 
 class CredentialsError(UsageError):

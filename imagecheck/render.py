@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from imagecheck.bounded import printable
-from imagecheck.errors import Hint
+from imagecheck.errors import Hint, ImagecheckError, RegistryError
 from imagecheck.result import CheckResult, Status
 
 if TYPE_CHECKING:  # scanning needs PyYAML: not loaded by `check` (an initContainer's start-up)
@@ -41,6 +41,12 @@ def explained(result: CheckResult) -> CheckResult:
         return result
     message = f"{result.message}; {hint_text(result.hint)}" if result.message else ""
     return replace(result, message=message or hint_text(result.hint), hint=None)
+
+
+def error_text(error: ImagecheckError) -> str:
+    """An error that stopped a run, as one line, with its hint, if any, worded at the end."""
+    hint = error.hint if isinstance(error, RegistryError) else None
+    return f"{error}; {hint_text(hint)}" if hint is not None else str(error)
 
 
 def shown(result: CheckResult) -> str:

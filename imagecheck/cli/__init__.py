@@ -1,8 +1,10 @@
-"""The ``imagecheck`` command line: click only. Parse options, build the configuration, call
-the library, render the results, and map outcomes to exit codes in one place (``_app``).
+"""The ``imagecheck`` command line: click only. Each command parses its options, calls the
+library (``imagecheck.run``) once, renders the results, and exits with the code
+``imagecheck.exitcodes`` maps them, or the error that stopped it, to.
 
-- ``_app``: the group, exit codes, signal handling
-- ``_options``: shared options and the steps of a checking run
+- ``_app``: the group, where every command ends (errors, Ctrl-C, SIGTERM)
+- ``_types``: option values parsed and bounded as click reads them
+- ``_options``: shared options, credentials from stdin, output, termination message, exit
 - ``_check``, ``_scan``, ``_serve``: one command each
 """
 
@@ -10,18 +12,18 @@ import logging
 import os
 import sys
 
-from imagecheck.cli._app import EXIT_CODES_HELP, cli, exit_code
+from imagecheck.cli._app import EXIT_CODES_HELP, cli
 from imagecheck.cli._check import check
-from imagecheck.cli._options import duration, mirror_pair
 from imagecheck.cli._scan import scan
 from imagecheck.cli._serve import serve
+from imagecheck.cli._types import duration, mirror_pair
+from imagecheck.exitcodes import ExitCode
 
 __all__ = [
     "EXIT_CODES_HELP",
     "check",
     "cli",
     "duration",
-    "exit_code",
     "main",
     "mirror_pair",
     "scan",
@@ -73,4 +75,4 @@ def _internal_error(exc: Exception) -> int:
         "this is a bug, please report it",
         file=sys.stderr,
     )
-    return 4
+    return ExitCode.ERROR

@@ -1,50 +1,27 @@
-"""The ``imagecheck`` command group, its exit codes, and running a coroutine so that Ctrl-C
-and SIGTERM end it promptly. One exit-code map for every command."""
+"""The ``imagecheck`` command group: where every command ends. An error that stops a command
+is one line on stderr and the exit code ``imagecheck.exitcodes`` maps it to; a command that
+gets results exits with the code they map to (``_options.conclude``). Ctrl-C and SIGTERM end
+a run promptly, with 130 and 143. Bad option values are click's, with exit 2 (``_types``).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import re
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
-from typing import Any, NoReturn, TypeVar
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import click
 
 from imagecheck import __version__
-from imagecheck.bounded import printable
-from imagecheck.errors import ImagecheckError, UsageError
-from imagecheck.result import CheckResult, Status
+from imagecheck.errors import ImagecheckError
+from imagecheck.exitcodes import ExitCode, error_exit_code
+from imagecheck.render import error_text
 
 T = TypeVar("T")
-
-EXIT_OK = 0
-EXIT_MISSING = 1
-EXIT_USAGE = 2
-EXIT_DENIED = 3
-EXIT_ERROR = 4
-EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 143
-
-# When several apply, the first in this list wins (issue #2): a typo beats a missing image,
-# a missing image beats a denial, a denial beats a flaky registry.
-_EXIT_PRECEDENCE = (
-    (Status.INVALID, EXIT_USAGE),
-    (Status.MISSING, EXIT_MISSING),
-    (Status.DENIED, EXIT_DENIED),
-    (Status.ERROR, EXIT_ERROR),
-)
-
-DEFAULT_TERMINATION_LOG = "/dev/termination-log"
-# A progress line on stderr (a terminal only) when a scan checks more images than this.
-_PROGRESS_MIN = 20
-_NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?")
-_DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
-_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-_HUB_ALIASES = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -63,28 +40,29 @@ SCAN_EXIT_CODES_HELP = EXIT_CODES_HELP.replace(
 )
 
 
-def exit_code(results: Sequence[CheckResult], *, errors_pass: bool = False) -> int:
-    """The one exit code for a run; with ``errors_pass``, registry errors do not fail it."""
-    statuses = {r.status for r in results}
-    if errors_pass:
-        statuses.discard(Status.ERROR)
-    for status, code in _EXIT_PRECEDENCE:
-        if status in statuses:
-            return code
-    return EXIT_OK
-
-
 class Terminated(Exception):
     """SIGTERM arrived while checking."""
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    # One line whatever the message carries (a file name with a newline, a registry's text).
-    click.echo(f"imagecheck: error: {printable(message, 2000)}", err=True)
-    sys.exit(code)
+class _Group(click.Group):
+    """Runs a command, and ends it the one way for each way it can stop."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("imagecheck: interrupted", err=True)
+            ctx.exit(ExitCode.INTERRUPTED)
+        except Terminated:
+            click.echo("imagecheck: terminated", err=True)
+            ctx.exit(ExitCode.TERMINATED)
+        except ImagecheckError as exc:
+            click.echo(f"imagecheck: error: {error_text(exc)}", err=True)
+            ctx.exit(error_exit_code(exc))
 
 
 @click.group(
+    cls=_Group,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, prog_name="imagecheck")
@@ -93,17 +71,8 @@ def cli() -> None:
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro``; Ctrl-C ends with 130 and SIGTERM with 143, promptly."""
-    try:
-        return asyncio.run(cancel_on_sigterm(coro))
-    except KeyboardInterrupt:
-        click.echo("imagecheck: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except Terminated:
-        click.echo("imagecheck: terminated", err=True)
-        sys.exit(EXIT_TERMINATED)
-    except ImagecheckError as exc:
-        fail(str(exc), EXIT_USAGE if isinstance(exc, UsageError) else EXIT_ERROR)
+    """Run ``coro`` so that SIGTERM cancels it (``Terminated``), as Ctrl-C does."""
+    return asyncio.run(cancel_on_sigterm(coro))
 
 
 async def cancel_on_sigterm(coro: Coroutine[Any, Any, T]) -> T:

@@ -6,26 +6,21 @@ from typing import Any
 
 import click
 
-from imagecheck.cli._app import (
-    EXIT_CODES_HELP,
-    EXIT_ERROR,
-    cli,
-    fail,
-    run_async,
-)
+from imagecheck.cli._app import EXIT_CODES_HELP, cli, run_async
 from imagecheck.cli._options import (
     CheckSettings,
-    build_keychain,
-    check_all,
     check_options,
-    finish,
-    parse_all,
+    conclude,
+    explain_all,
+    invalid_results,
+    read_credentials,
     start_run,
     write_termination_log,
 )
 from imagecheck.errors import RegistryError, UsageError
 from imagecheck.kube import InCluster, KubeClient
-from imagecheck.result import Status
+from imagecheck.render import render_json, render_text
+from imagecheck.run import acheck
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -75,24 +70,24 @@ def check(
     DOCKER_AUTH_CONFIG, Docker's config.json (with its credential helpers), podman's
     auth.json, anonymous.
     """
-    settings, client_options, wait = start_run(options)
+    settings = start_run(options)
     pod_secrets: list[tuple[str, str]] = []
     if from_pod:
         pod_images, pod_secrets = read_pod(self_container, use_pod_pull_secrets, settings)
         images = (*images, *(i for i in pod_images if i not in images))
     elif use_pod_pull_secrets:
-        fail("--use-pod-pull-secrets goes with --from-pod")
+        raise UsageError("--use-pod-pull-secrets goes with --from-pod")
     if not images:
-        fail("no IMAGE to check (name some, or use --from-pod)")
-    parsed = parse_all(images)
-    invalid = [r for r in parsed if r.status is Status.INVALID]
-    if invalid:
-        # Nothing is sent anywhere when any reference is invalid (exit 2).
-        finish(invalid, output, settings)
-    keychain = build_keychain(settings, pod_secrets)
-    items = [(r.image, r.reference) for r in parsed if r.reference is not None]
-    results = run_async(check_all(client_options, keychain, items, settings.deadline, wait))
-    finish(results, output, settings)
+        raise UsageError("no IMAGE to check (name some, or use --from-pod)")
+    # Nothing is sent anywhere when any reference is invalid (exit 2); and nothing read, not
+    # even the password on standard input.
+    results = invalid_results(images)
+    if not results:
+        credentials = read_credentials(settings)
+        checking = acheck(images, **settings.run_options(credentials, pod_secrets))
+        results = explain_all(run_async(checking))
+    click.echo(render_json(results) if output == "json" else render_text(results))
+    conclude(results, settings)
 
 
 def read_pod(
@@ -107,9 +102,7 @@ def read_pod(
                 (kube.pull_secret_json(name), f"secret {cluster.namespace}/{name}")
                 for name in (pod.pull_secret_names if with_secrets else [])
             ]
-    except UsageError as exc:
-        fail(str(exc))
-    except RegistryError as exc:
+    except RegistryError as exc:  # the API server's trouble, for the pod's status too
         write_termination_log(settings.termination_log, f"imagecheck: {exc}")
-        fail(str(exc), EXIT_ERROR)
+        raise
     return pod.images, secrets

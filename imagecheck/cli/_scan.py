@@ -3,38 +3,34 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from imagecheck.cli._app import (
-    EXIT_OK,
-    EXIT_USAGE,
-    SCAN_EXIT_CODES_HELP,
-    cli,
-    exit_code,
-    fail,
-    run_async,
-)
+from imagecheck.cli._app import SCAN_EXIT_CODES_HELP, cli, run_async
 from imagecheck.cli._options import (
-    _PROGRESS_MIN,
-    build_keychain,
-    check_all,
+    CheckSettings,
     check_options,
-    parse_all,
+    conclude,
+    explain_all,
+    invalid_results,
+    read_credentials,
     require_credentials_host,
     start_run,
-    warn_passed_errors,
-    write_termination_log,
 )
-from imagecheck.render import (
-    render_scan_github,
-    render_scan_json,
-    render_scan_text,
-    termination_summary,
-)
-from imagecheck.result import Status
+from imagecheck.errors import UsageError
+from imagecheck.render import render_scan_github, render_scan_json, render_scan_text
+from imagecheck.result import CheckResult
+from imagecheck.run import acheck
+
+if TYPE_CHECKING:  # scanning needs PyYAML: imported when scan runs, not by `check`
+    from imagecheck.scanning import FileProblem, Occurrence
+
+# A progress line on stderr (a terminal only) when a scan checks more images than this.
+PROGRESS_MIN = 20
+RENDERERS = {"text": render_scan_text, "json": render_scan_json, "github": render_scan_github}
 
 
 @cli.command(epilog=SCAN_EXIT_CODES_HELP)
@@ -65,10 +61,26 @@ def scan(paths: tuple[str, ...], output: str, strict: bool, **options: Any) -> N
     file over the size limit, a link out of the directory scanned (or, for a relative PATH,
     out of the working directory).
     """
-    settings, client_options, wait = start_run(options)
+    settings = start_run(options)
     require_credentials_host(settings, "scan")
     if settings.password_stdin and "-" in paths:
-        fail("--password-stdin and - (manifests on stdin) cannot share standard input")
+        raise UsageError("--password-stdin and - (manifests on stdin) cannot share standard input")
+    occurrences, problems = find_images(paths, strict)
+    distinct = list(dict.fromkeys(o.image for o in occurrences if not o.skipped))
+    results = {r.image: r for r in check_distinct(distinct, settings)}
+    text = RENDERERS[output](occurrences, results, problems)
+    if text:
+        click.echo(text)
+    for problem in problems if output != "text" else []:
+        click.echo(
+            f"imagecheck: error: {problem.file}:{problem.line or 0}: {problem.message}", err=True
+        )
+    # A file that could not be read is bad input (exit 2); the rest was still checked.
+    conclude(list(results.values()), settings, invalid_input=bool(problems))
+
+
+def find_images(paths: Sequence[str], strict: bool) -> tuple[list[Occurrence], list[FileProblem]]:
+    """Every image in ``paths``, and the files that could not be read."""
     from imagecheck.scanning import PLACEHOLDER, scan_paths  # noqa: PLC0415 - PyYAML, only here
 
     occurrences, problems = scan_paths(paths, stdin=sys.stdin)
@@ -77,27 +89,19 @@ def scan(paths: tuple[str, ...], output: str, strict: bool, **options: Any) -> N
             replace(o, skipped=None) if o.skipped and o.skipped.startswith(PLACEHOLDER) else o
             for o in occurrences
         ]
-    distinct = list(dict.fromkeys(o.image for o in occurrences if not o.skipped))
-    parsed = parse_all(distinct)
-    results = {r.image: r for r in parsed if r.status is Status.INVALID}
-    items = [(r.image, r.reference) for r in parsed if r.reference is not None]
-    if items:
-        keychain = build_keychain(settings, [])
-        if len(items) > _PROGRESS_MIN and sys.stderr.isatty():
-            click.echo(f"imagecheck: checking {len(items)} distinct images...", err=True)
-        checked = run_async(check_all(client_options, keychain, items, settings.deadline, wait))
-        results.update((r.image, r) for r in checked)
-    renderer = {"text": render_scan_text, "json": render_scan_json, "github": render_scan_github}
-    text = renderer[output](occurrences, results, problems)
-    if text:
-        click.echo(text)
-    for problem in problems if output != "text" else []:
-        click.echo(
-            f"imagecheck: error: {problem.file}:{problem.line or 0}: {problem.message}", err=True
-        )
-    code = exit_code(list(results.values()), errors_pass=settings.on_error == "pass")
-    warn_passed_errors(results.values(), settings)
-    code = EXIT_USAGE if problems else code
-    if code != EXIT_OK:
-        write_termination_log(settings.termination_log, termination_summary(list(results.values())))
-    sys.exit(code)
+    return occurrences, problems
+
+
+def check_distinct(images: list[str], settings: CheckSettings) -> list[CheckResult]:
+    """The invalid references' results, then the valid ones', checked: unlike ``check``,
+    one bad reference in a file does not stop the others being checked."""
+    invalid = invalid_results(images)
+    bad = {r.image for r in invalid}
+    valid = [image for image in images if image not in bad]
+    if not valid:
+        return invalid
+    credentials = read_credentials(settings)
+    if len(valid) > PROGRESS_MIN and sys.stderr.isatty():
+        click.echo(f"imagecheck: checking {len(valid)} distinct images...", err=True)
+    checked = run_async(acheck(valid, **settings.run_options(credentials)))
+    return invalid + explain_all(checked)

@@ -11,19 +11,16 @@ from typing import Any
 
 import click
 
-from imagecheck.cli._app import (
-    cli,
-    fail,
-)
+from imagecheck import run
+from imagecheck.cli._app import cli
 from imagecheck.cli._options import (
     MAX_TTL,
     CheckSettings,
-    Count,
-    Seconds,
-    build_keychain,
+    read_credentials,
     registry_options,
     require_credentials_host,
 )
+from imagecheck.cli._types import Count, Seconds
 from imagecheck.errors import UsageError
 from imagecheck.webhook import limits
 
@@ -158,50 +155,55 @@ def serve(
     try:  # the optional extra: imported only here
         from imagecheck.webhook import server  # noqa: PLC0415
     except ImportError as exc:
-        fail(f"serve needs the webhook extra: pip install 'imagecheck[webhook]' ({exc.name})")
+        raise UsageError(
+            f"serve needs the webhook extra: pip install 'imagecheck[webhook]' ({exc.name})"
+        ) from None
     settings = CheckSettings(**options)
     require_credentials_host(settings, "serve")
+    host, port = listen_address(listen)
+    if (tls_cert is None) != (tls_key is None):
+        raise UsageError("--tls-cert and --tls-key go together")
+    if tls_cert is None and not insecure_http:
+        raise UsageError("serve needs --tls-cert and --tls-key (or --insecure-http for tests)")
+    client_options = run.client_options(**settings.client_options())
+    serve_settings = server.ServeSettings(
+        host=host,
+        port=port,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        warn_only=mode == "warn",
+        errors_pass=on_error == "pass",
+        review_deadline=review_deadline,
+        tag_ttl=cache_ttl,
+        missing_ttl=missing_ttl,
+        reload_interval=max(0.1, cert_reload_interval),
+        pod_pull_secrets=use_pod_pull_secrets,
+        read_timeout=read_timeout,
+        max_connections=max_connections,
+        max_images=max_images_per_review,
+    )
+    setup_json_logging(server.JsonFormatter(), settings.verbose)
+    keychain = run.keychain(**settings.sources(read_credentials(settings)))
+    try:
+        asyncio.run(server.serve(serve_settings, client_options, keychain))
+    except (OSError, ssl.SSLError) as exc:  # the address or the certificate: the OS's words
+        raise UsageError(f"cannot serve on {listen}: {exc}") from None
+
+
+def listen_address(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::]:8443`` too) as a host to bind and a port."""
     host, sep, port = listen.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        fail(f"--listen {listen!r}: expected HOST:PORT, e.g. 0.0.0.0:8443")
-    if (tls_cert is None) != (tls_key is None):
-        fail("--tls-cert and --tls-key go together")
-    if tls_cert is None and not insecure_http:
-        fail("serve needs --tls-cert and --tls-key (or --insecure-http for tests)")
-    try:
-        client_options = settings.client_options()
-        serve_settings = server.ServeSettings(
-            host=host.strip("[]") or "0.0.0.0",  # noqa: S104 - a webhook listens for the API server
-            port=int(port),
-            tls_cert=tls_cert,
-            tls_key=tls_key,
-            warn_only=mode == "warn",
-            errors_pass=on_error == "pass",
-            review_deadline=review_deadline,
-            tag_ttl=cache_ttl,
-            missing_ttl=missing_ttl,
-            reload_interval=max(0.1, cert_reload_interval),
-            pod_pull_secrets=use_pod_pull_secrets,
-            read_timeout=read_timeout,
-            max_connections=max_connections,
-            max_images=max_images_per_review,
-        )
-    except click.BadParameter as exc:
-        fail(exc.message)
-    except UsageError as exc:
-        fail(str(exc))
+        raise UsageError(f"--listen {listen!r}: expected HOST:PORT, e.g. 0.0.0.0:8443")
+    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - a webhook listens for the API server
+
+
+def setup_json_logging(formatter: logging.Formatter, verbose: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(server.JsonFormatter())
+    handler.setFormatter(formatter)
     for name in ("imagecheck", "aiohttp"):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
-        logger.setLevel(logging.DEBUG if settings.verbose else logging.INFO)
+        logger.setLevel(logging.DEBUG if verbose else logging.INFO)
         logger.propagate = False
     logging.getLogger("aiohttp").setLevel(logging.WARNING)
-    keychain = build_keychain(settings, [])
-    try:
-        asyncio.run(server.serve(serve_settings, client_options, keychain))
-    except UsageError as exc:
-        fail(str(exc))
-    except (OSError, ssl.SSLError) as exc:
-        fail(f"cannot serve on {listen}: {exc}")

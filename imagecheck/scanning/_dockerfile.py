@@ -356,13 +356,16 @@ class _Substitution:
             return (end + 1, *self._expand(word, *operand, braces, depth + 1))
         if value is not None:
             return end + 1, value, inherited
-        if name in _PLATFORM_ARGS:
-            why = f"{name} is set by the builder for each platform"
-        elif arg is not None:
-            why = f"ARG {name} has no default"
-        else:
-            why = f"{name} is not declared with ARG before the first FROM"
-        return end + 1, written, f"{written}: {why}"
+        return end + 1, written, f"{written}: {_why_unset(name, declared=arg is not None)}"
+
+
+def _why_unset(name: str, *, declared: bool) -> str:
+    """Why ``$name`` has no value in a ``FROM``."""
+    if name in _PLATFORM_ARGS:
+        return f"{name} is set by the builder for each platform"
+    if declared:
+        return f"ARG {name} has no default"
+    return f"{name} is not declared with ARG before the first FROM"
 
 
 _BRACED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-+])(.*))?", re.DOTALL)

@@ -72,6 +72,11 @@ def test_wheel_holds_only_package_modules_and_metadata(wheel: Wheel) -> None:
     assert unexpected == []
 
 
+def test_wheel_is_typed(wheel: Wheel) -> None:
+    """PEP 561: ``py.typed`` tells type checkers to read the package's own annotations."""
+    assert f"{PACKAGE}/py.typed" in wheel.names
+
+
 def test_every_shipped_module_is_reached_from_an_entry_point(wheel: Wheel) -> None:
     """Whatever no entry point imports is test support or dead code: neither belongs here."""
     roots = {PACKAGE, f"{PACKAGE}.__main__", *_console_script_modules(wheel.entry_points)}

@@ -16,7 +16,8 @@ import pytest
 import respx
 from click.testing import CliRunner, Result
 
-from imagecheck.cli import cli, exit_code
+from imagecheck import exit_code
+from imagecheck.cli import cli
 from imagecheck.reference import parse_reference
 from imagecheck.result import CheckResult, Status
 

@@ -6,9 +6,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from imagecheck.cli import check, cli, exit_code
+from imagecheck import exit_code
+from imagecheck.cli import check, cli
 from imagecheck.cli import duration as _duration
 from imagecheck.cli import mirror_pair as _mirror
+from imagecheck.errors import UsageError
 from imagecheck.result import CheckResult, Status
 
 
@@ -43,7 +45,7 @@ def test_mirrors(text: str, pair: tuple[str, str]) -> None:
     "text", ["docker.io", "docker.io=", "=x.io", "docker.io=mirror", "a.io=b.io/path", "A b=c.io"]
 )
 def test_bad_mirrors(text: str) -> None:
-    with pytest.raises(click.BadParameter):
+    with pytest.raises(UsageError):
         _mirror(text)
 
 
@@ -64,7 +66,7 @@ def test_on_error_pass_drops_only_errors(
     values: tuple[Status, ...], fail_code: int, pass_code: int
 ) -> None:
     assert exit_code(statuses(*values)) == fail_code
-    assert exit_code(statuses(*values), errors_pass=True) == pass_code
+    assert exit_code(statuses(*values), on_error="pass") == pass_code
 
 
 # -- numeric options: nan, inf, negative, huge -> exit 2, one line naming the option ------------

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from imagecheck import default_keychain
 from imagecheck.credentials import (
     AnonymousKeychain,
     AuthsKeychain,
@@ -19,6 +18,7 @@ from imagecheck.credentials import (
 )
 from imagecheck.errors import CredentialsError, UsageError
 from imagecheck.reference import parse_reference
+from imagecheck.sources import default_keychain
 
 
 def b64(text: str) -> str:

@@ -6,9 +6,15 @@ import json
 
 import pytest
 
-from imagecheck.errors import Hint
+from imagecheck.errors import Hint, ImagecheckError, RegistryError, UsageError
 from imagecheck.reference import parse_reference
-from imagecheck.render import explained, render_json, render_text, termination_summary
+from imagecheck.render import (
+    error_text,
+    explained,
+    render_json,
+    render_text,
+    termination_summary,
+)
 from imagecheck.result import CheckResult, Status
 
 
@@ -102,3 +108,18 @@ def test_explained_words_a_certificate_hint_with_the_ca_file_option() -> None:
         "registry.test/app:1", ref, Status.ERROR, message=message, hint=Hint(ca_file=True)
     )
     assert explained(hinted).message == f"{message}; pass --ca-file with the CA that signed it"
+
+
+# (id, error, the line the command prints after "imagecheck: error: ")
+ERRORS: list[tuple[str, ImagecheckError, str]] = [
+    ("plain", UsageError("--tls-cert and --tls-key go together"),
+     "--tls-cert and --tls-key go together"),
+    ("hinted", RegistryError("credentials kept from plain HTTP", hint=Hint("auth.test:80")),
+     "credentials kept from plain HTTP; add --insecure-registry auth.test:80 to allow it"),
+    ("one-line", UsageError("cannot read /tmp/a\nfound\x1b[0m"), "cannot read /tmp/a?found?[0m"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("error", "line"), [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
+def test_error_text_is_one_line_with_its_hint(error: ImagecheckError, line: str) -> None:
+    assert error_text(error) == line

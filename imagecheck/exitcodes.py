@@ -1,0 +1,81 @@
+"""Exit codes: the one map from how a run ended to the number a shell, a CI job or a pod sees.
+
+===== ===================================================================================
+code  meaning
+===== ===================================================================================
+0     every image was found
+1     at least one image is missing
+2     bad input: an invalid reference, option, file or credential source; nothing was sent
+3     access denied: the repository does not exist or requires authorization
+4     a registry that could not be reached or kept failing, TLS or protocol failure, the
+      deadline; also an internal error (a bug)
+130   interrupted (Ctrl-C); 143 terminated (SIGTERM): the command line only
+===== ===================================================================================
+
+When several apply, the first of 2, 1, 3, 4 wins (issue #2): a typo beats a missing image,
+which beats a denial, which beats a flaky registry. A run ends either with results
+(:func:`exit_code`) or with an error that stopped it before any answer
+(:func:`error_exit_code`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import Literal
+
+from imagecheck.errors import ImagecheckError, UsageError
+from imagecheck.result import CheckResult, Status
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    MISSING = 1
+    USAGE = 2
+    DENIED = 3
+    ERROR = 4
+    INTERRUPTED = 130
+    TERMINATED = 143
+
+
+# Results: the first status present decides. The order is the precedence.
+RESULT_PRECEDENCE: tuple[tuple[Status, ExitCode], ...] = (
+    (Status.INVALID, ExitCode.USAGE),
+    (Status.MISSING, ExitCode.MISSING),
+    (Status.DENIED, ExitCode.DENIED),
+    (Status.ERROR, ExitCode.ERROR),
+)
+
+# Errors that stopped a run: the first class the error is an instance of decides.
+ERROR_CODES: tuple[tuple[type[ImagecheckError], ExitCode], ...] = (
+    (UsageError, ExitCode.USAGE),  # InvalidReferenceError, CredentialsError, ...
+    (ImagecheckError, ExitCode.ERROR),  # RegistryError and anything else of ours
+)
+
+OnError = Literal["fail", "pass"]
+
+
+def exit_code(
+    results: Iterable[CheckResult], *, on_error: OnError = "fail", invalid_input: bool = False
+) -> ExitCode:
+    """The one exit code for a run's results.
+
+    ``on_error="pass"``: results with ``Status.ERROR`` (a registry that could not be reached
+    or kept failing) do not fail the run; missing, denied and invalid still do.
+    ``invalid_input``: some input besides the references could not be used (``scan``'s
+    unreadable files), which counts as an invalid reference does.
+    """
+    statuses = {r.status for r in results}
+    if on_error == "pass":
+        statuses.discard(Status.ERROR)
+    if invalid_input:
+        statuses.add(Status.INVALID)
+    for status, code in RESULT_PRECEDENCE:
+        if status in statuses:
+            return code
+    return ExitCode.OK
+
+
+def error_exit_code(error: ImagecheckError) -> ExitCode:
+    """The exit code of a run that ``error`` stopped before it had results."""
+    return next(code for kind, code in ERROR_CODES if isinstance(error, kind))

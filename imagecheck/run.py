@@ -1,0 +1,258 @@
+"""Checking images from Python as ``imagecheck check`` does: :func:`check` and :func:`acheck`.
+
+A run takes the command's steps, in the command's order, so the same input gets the same
+answers and the same errors:
+
+1. the options: numbers bounded, registry hosts normalized, the platform parsed (a bad one is
+   a :class:`~imagecheck.errors.UsageError`);
+2. every reference parsed: any invalid ones are one
+   :class:`~imagecheck.errors.InvalidReferencesError` listing them all, and nothing is sent;
+3. the credential sources read (:func:`keychain`: a broken file is a
+   :class:`~imagecheck.errors.CredentialsError`);
+4. every image checked at once, at most ``concurrency`` at a time, within ``deadline``; with
+   ``wait``, missing and failing ones again until they appear or ``wait`` has passed.
+
+Every answer, *missing* included, is a :class:`~imagecheck.result.CheckResult`;
+:func:`~imagecheck.exitcodes.exit_code` says what the command would exit with. The library
+never prints and never exits; ``imagecheck.cli`` is one client of this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import os
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from imagecheck.client import ClientOptions, ImageChecker
+from imagecheck.credentials import Credentials, Keychain
+from imagecheck.errors import InvalidReferenceError, InvalidReferencesError, UsageError
+from imagecheck.platform import Platform, parse_platform
+from imagecheck.reference import Reference, parse_reference
+from imagecheck.result import CheckResult
+from imagecheck.retry import Deadline
+from imagecheck.sources import default_keychain
+from imagecheck.wait import wait_for_images
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_DEFAULTS = ClientOptions()
+DEFAULT_DEADLINE = 60.0
+# What each number may be: never nan, inf or negative, never so large that a timer built from
+# it overflows (issue #10). The command line's options take the same ranges.
+DEADLINE_RANGE = (0.1, 86400.0)  # a day
+TIMEOUT_RANGE = (0.1, 3600.0)
+WAIT_RANGE = (0.0, 7 * 86400.0)  # a week is longer than any pipeline waits for an image
+RETRIES_RANGE = (0, 20)
+CONCURRENCY_RANGE = (1, 256)
+
+PathText = str | os.PathLike[str]
+Mirrors = Mapping[str, str] | Iterable[tuple[str, str]]
+
+
+def registry_host(text: str) -> str:
+    """``text`` as the registry host a reference names, e.g. ``index.docker.io`` is
+    ``docker.io``; a :class:`UsageError` when ``text`` is not a host (a path, a typo)."""
+    try:
+        parse_reference(f"{text}/probe")  # for the reason, when text breaks the grammar
+        # The whole of text is the registry exactly when both path components stay the
+        # repository: "foo" would make docker.io/foo/probe/probe.
+        ref = parse_reference(f"{text}/probe/probe")
+    except InvalidReferenceError as exc:
+        raise UsageError(f"{text!r} is not a registry host: {exc.reason}") from None
+    if ref.repository != "probe/probe":
+        raise UsageError(f"{text!r} is not a registry host (e.g. mirror.example.com:5000)")
+    return ref.registry
+
+
+def client_options(
+    *,
+    timeout: float = _DEFAULTS.timeout,
+    retries: int = _DEFAULTS.retries,
+    concurrency: int = _DEFAULTS.concurrency,
+    platform: str | Platform | None = None,
+    mirrors: Mirrors = (),
+    insecure_registries: Iterable[str] = (),
+    ca_files: Iterable[PathText] = (),
+    denied_as_missing: bool = False,
+) -> ClientOptions:
+    """How to reach registries, checked: see :func:`acheck` for each option."""
+    _check_range("timeout", timeout, TIMEOUT_RANGE)
+    _check_range("retries", retries, RETRIES_RANGE, whole=True)
+    _check_range("concurrency", concurrency, CONCURRENCY_RANGE, whole=True)
+    pairs = mirrors.items() if isinstance(mirrors, Mapping) else mirrors
+    return ClientOptions(
+        timeout=float(timeout),
+        retries=retries,
+        concurrency=concurrency,
+        insecure_registries=frozenset(insecure_registries),
+        ca_files=tuple(Path(p) for p in ca_files),
+        mirrors=tuple((registry_host(source), registry_host(m)) for source, m in pairs),
+        denied_as_missing=denied_as_missing,
+        platform=parse_platform(platform) if isinstance(platform, str) else platform,
+    )
+
+
+def keychain(
+    *,
+    credentials: Credentials | None = None,
+    credentials_for: Iterable[str] = (),
+    docker_config: PathText | None = None,
+    pull_secrets: Iterable[PathText] = (),
+    pod_pull_secrets: Sequence[tuple[str, str]] = (),
+    env: Mapping[str, str] | None = None,
+) -> Keychain:
+    """The credential sources the command reads, in its precedence (``sources.py``):
+    ``credentials`` (only for the ``credentials_for`` registries when any are named), pull
+    secrets (``pull_secrets`` paths, ``IMAGECHECK_PULL_SECRETS``, and ``pod_pull_secrets``:
+    ``(.dockerconfigjson text, where it came from)`` pairs), ``DOCKER_AUTH_CONFIG``, Docker's
+    config.json (``docker_config``, ``$DOCKER_CONFIG``, ``~/.docker``) with its credential
+    helpers, podman's auth.json, then anonymous. ``env`` replaces ``os.environ``. Every file
+    is read now: a broken one is a :class:`~imagecheck.errors.CredentialsError`."""
+    return default_keychain(
+        static=credentials,
+        static_registries=[registry_host(h) for h in credentials_for],
+        docker_config=None if docker_config is None else os.fspath(docker_config),
+        pull_secrets=[os.fspath(p) for p in pull_secrets],
+        pod_pull_secrets=pod_pull_secrets,
+        env=None if env is None else dict(env),
+    )
+
+
+def parse_all(images: Iterable[str]) -> list[tuple[str, Reference]]:
+    """Every image parsed, as ``(text as given, reference)``; an
+    :class:`InvalidReferencesError` naming every invalid one otherwise."""
+    parsed: list[tuple[str, Reference]] = []
+    invalid: list[InvalidReferenceError] = []
+    for image in images:
+        try:
+            parsed.append((image, parse_reference(image)))
+        except InvalidReferenceError as exc:
+            invalid.append(exc)
+    if invalid:
+        raise InvalidReferencesError(invalid)
+    return parsed
+
+
+async def acheck(
+    images: Iterable[str],
+    *,
+    deadline: float = DEFAULT_DEADLINE,
+    wait: float | None = None,
+    progress: Callable[[str], None] | None = None,
+    timeout: float = _DEFAULTS.timeout,
+    retries: int = _DEFAULTS.retries,
+    concurrency: int = _DEFAULTS.concurrency,
+    platform: str | Platform | None = None,
+    mirrors: Mirrors = (),
+    insecure_registries: Iterable[str] = (),
+    ca_files: Iterable[PathText] = (),
+    denied_as_missing: bool = False,
+    credentials: Credentials | None = None,
+    credentials_for: Iterable[str] = (),
+    docker_config: PathText | None = None,
+    pull_secrets: Iterable[PathText] = (),
+    pod_pull_secrets: Sequence[tuple[str, str]] = (),
+    env: Mapping[str, str] | None = None,
+) -> list[CheckResult]:
+    """Check that each image exists in its registry; one result per image, in input order.
+
+    - ``deadline``: seconds for the whole run, retries included (for each round with
+      ``wait``); checks still running then are ``Status.ERROR`` results.
+    - ``wait``: seconds to keep asking again for missing and failing images (pauses doubling
+      from 1 s to 15 s); ``progress`` is called with a line before each pause.
+    - ``timeout``, ``retries``: seconds for one attempt; retries of a transient failure.
+    - ``concurrency``: images checked at once.
+    - ``platform``: ``"linux/arm64"``, ``"auto"`` or a ``Platform``: the image must offer it.
+    - ``mirrors``: ``(registry, mirror)`` pairs (or a mapping), asked mirror first, in order.
+    - ``insecure_registries``: hosts allowed plain HTTP and unverified TLS (and token realm
+      hosts allowed credentials over plain HTTP).
+    - ``ca_files``: extra PEM CA files to trust (``SSL_CERT_FILE``/``SSL_CERT_DIR`` too).
+    - ``denied_as_missing``: a denial after a successful login counts as missing.
+    - ``credentials`` ... ``env``: the credential sources, see :func:`keychain`.
+
+    Raises :class:`~imagecheck.errors.UsageError` for bad options or an unusable credential
+    source, :class:`~imagecheck.errors.InvalidReferencesError` for invalid references, both
+    before anything is sent. Registry trouble is never raised: it is a result.
+    """
+    _check_range("deadline", deadline, DEADLINE_RANGE)
+    if wait is not None:
+        _check_range("wait", wait, WAIT_RANGE)
+    options = client_options(
+        timeout=timeout,
+        retries=retries,
+        concurrency=concurrency,
+        platform=platform,
+        mirrors=mirrors,
+        insecure_registries=insecure_registries,
+        ca_files=ca_files,
+        denied_as_missing=denied_as_missing,
+    )
+    items = parse_all(images)
+    chain = keychain(
+        credentials=credentials,
+        credentials_for=credentials_for,
+        docker_config=docker_config,
+        pull_secrets=pull_secrets,
+        pod_pull_secrets=pod_pull_secrets,
+        env=env,
+    )
+    async with ImageChecker(options, chain) as checker:
+        if wait is None:
+            return await checker.check_many(items, Deadline.after(deadline))
+        # The last round starts when the wait ends, and still gets its own deadline.
+        return await wait_for_images(
+            checker,
+            items,
+            until=Deadline.after(wait),
+            round_seconds=deadline,
+            progress=progress or _ignore,
+        )
+
+
+def _blocking(function: Callable[P, Coroutine[Any, Any, T]], name: str) -> Callable[P, T]:
+    """``function`` (``acheck``) as ``name`` (``check``): run to its end on an event loop of
+    its own; a ``RuntimeError`` inside a running loop, which it would block."""
+
+    @functools.wraps(function)
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop running in this thread: the normal case
+            return asyncio.run(function(*args, **kwargs))
+        raise RuntimeError(
+            f"imagecheck.{name}() cannot run inside a running event loop (it would block "
+            f"it): use await imagecheck.{function.__name__}(...) there"
+        )
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = (
+        f"Check that each image exists in its registry: :func:`{function.__name__}`, with the "
+        "same options, run to its end on an event loop of its own. Inside a running event "
+        f"loop (a coroutine, Jupyter) ``await {function.__name__}(...)`` instead: ``{name}`` "
+        "raises ``RuntimeError`` there rather than block the loop."
+    )
+    return run
+
+
+# check(images, **options) -> list[CheckResult]: acheck's signature, blocking.
+check = _blocking(acheck, "check")
+
+
+def _check_range(
+    name: str, value: float, bounds: tuple[float, float], *, whole: bool = False
+) -> None:
+    low, high = bounds
+    kinds: tuple[type, ...] = (int,) if whole else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise UsageError(f"{name} must be a {'whole ' if whole else ''}number: {value!r}")
+    if not (math.isfinite(value) and low <= value <= high):
+        raise UsageError(f"{name} must be between {low:g} and {high:g}: {value!r}")
+
+
+def _ignore(_: str) -> None:
+    pass
