@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -31,12 +32,19 @@ def empty_registry(registry_binary: str, tmp_path: Path) -> Iterator[LocalRegist
         yield registry
 
 
+@dataclass(frozen=True)
+class Silent:
+    host: str
+    connected: threading.Event  # set once a client has connected (and hangs there)
+
+
 @pytest.fixture
-def silent_server() -> Iterator[str]:
+def silent() -> Iterator[Silent]:
     """Accepts connections and never answers: a registry that hangs."""
     server = socket.create_server(("127.0.0.1", 0))
     accepted: list[socket.socket] = []
     stop = threading.Event()
+    connected = threading.Event()
 
     def accept() -> None:
         server.settimeout(0.2)
@@ -48,15 +56,21 @@ def silent_server() -> Iterator[str]:
             except OSError:
                 return
             accepted.append(conn)
+            connected.set()
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    yield f"127.0.0.1:{server.getsockname()[1]}"
+    yield Silent(f"127.0.0.1:{server.getsockname()[1]}", connected)
     stop.set()
     thread.join(timeout=2)
     for conn in accepted:
         conn.close()
     server.close()
+
+
+@pytest.fixture
+def silent_server(silent: Silent) -> str:
+    return silent.host
 
 
 # -- --mirror ----------------------------------------------------------------------------
@@ -229,19 +243,21 @@ def test_no_termination_log_when_found_or_when_the_file_is_absent(
     ("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"]
 )
 def test_signals_end_a_hanging_check_promptly(
-    silent_server: str, tmp_path: Path, sig: signal.Signals, code: int
+    silent: Silent, tmp_path: Path, sig: signal.Signals, code: int
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DOCKER_", "IMAGECHECK_"))}
     env["HOME"] = str(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "imagecheck", "check", "--timeout", "60", "--deadline", "120",
-         f"{silent_server}/team/app:1.0"],
+         f"{silent.host}/team/app:1.0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )  # fmt: skip
-    time.sleep(1.5)
+    # Signalled once the check hangs on the registry, not after a fixed sleep: on a loaded
+    # machine start-up alone can take longer than any sleep chosen here.
+    assert silent.connected.wait(30), "the check never reached the registry"
     sent = time.monotonic()
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=10)
