@@ -153,7 +153,7 @@ def serve(
     Needs the webhook extra: pip install 'imagecheck[webhook]'.
     """
     try:  # the optional extra: imported only here
-        from imagecheck.webhook import server  # noqa: PLC0415
+        from imagecheck.webhook import server, telemetry  # noqa: PLC0415
     except ImportError as exc:
         raise UsageError(
             f"serve needs the webhook extra: pip install 'imagecheck[webhook]' ({exc.name})"
@@ -182,7 +182,7 @@ def serve(
         max_connections=max_connections,
         max_images=max_images_per_review,
     )
-    setup_json_logging(server.JsonFormatter(), settings.verbose)
+    setup_json_logging(telemetry.JsonFormatter(), settings.verbose)
     keychain = run.keychain(**settings.sources(read_credentials(settings)))
     try:
         asyncio.run(server.serve(serve_settings, client_options, keychain))

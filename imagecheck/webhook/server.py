@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import signal
 import ssl
 import time
@@ -24,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from imagecheck.client import ClientOptions, ImageChecker
@@ -51,6 +49,8 @@ from imagecheck.webhook.review import (
     parse_review,
     response,
 )
+from imagecheck.webhook.telemetry import Metrics
+from imagecheck.webhook.tls import CertReloader
 
 log = logging.getLogger("imagecheck.webhook")
 
@@ -83,66 +83,6 @@ class ServeSettings:
     read_timeout: float = DEFAULT_READ_TIMEOUT
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_images: int = DEFAULT_MAX_IMAGES
-
-
-class Metrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.reviews = Counter(
-            "imagecheck_reviews",
-            "Admission reviews by outcome.",
-            ["result"],
-            registry=self.registry,
-        )
-        self.registry_requests = Counter(
-            "imagecheck_registry_requests",
-            "Requests to registries and token services, by kind and HTTP status.",
-            ["kind", "status"],
-            registry=self.registry,
-        )
-        self.cache = Counter(
-            "imagecheck_cache_lookups", "Result cache lookups.", ["hit"], registry=self.registry
-        )
-        self.latency = Histogram(
-            "imagecheck_review_duration_seconds",
-            "Time to answer an admission review.",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-            registry=self.registry,
-        )
-        self.connections = Gauge(
-            "imagecheck_connections", "Client connections open.", registry=self.registry
-        )
-        self.connections_closed = Counter(
-            "imagecheck_connections_closed",
-            "Client connections the server closed: refused or evicted at --max-connections, "
-            "headers or body not received within --read-timeout.",
-            ["reason"],
-            registry=self.registry,
-        )
-        self.not_checked = Counter(
-            "imagecheck_images_not_checked",
-            "Images refused unchecked: over --max-images-per-review, or queued past the deadline.",
-            registry=self.registry,
-        )
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, message, and any ``extra`` fields."""
-
-    _plain = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        entry.update({k: v for k, v in record.__dict__.items() if k not in self._plain})
-        if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
 
 
 class PodSecrets:
@@ -349,64 +289,6 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
         if len(body) > limit:
             raise _Unreadable(413, f"body is larger than {limit} bytes")
     return bytes(body)
-
-
-class CertReloader:
-    """Reloads the key pair into the live context when either file changes (cert-manager
-    writes new files into the mounted secret; kubelet swaps them atomically).
-
-    OpenSSL drops the old key before it finds that a new certificate does not match it, so a
-    pair is first tried on a scratch context, and only a pair that loads goes live. Should the
-    files change again in between and the live load fail, the last good pair (kept in
-    memory) is put back: the server never ends up without a usable certificate.
-    """
-
-    def __init__(self, ctx: ssl.SSLContext, cert: Path, key: Path) -> None:
-        self.ctx, self.cert, self.key = ctx, cert, key
-        self._stamp = self._mtimes()
-        self._good = (cert.read_bytes(), key.read_bytes())
-        ctx.load_cert_chain(cert, key)
-
-    def _mtimes(self) -> tuple[float, float]:
-        return (self.cert.stat().st_mtime, self.key.stat().st_mtime)
-
-    def reload_if_changed(self) -> bool:
-        try:
-            stamp = self._mtimes()
-            if stamp == self._stamp:
-                return False
-            pair = (self.cert.read_bytes(), self.key.read_bytes())
-            _load_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), pair)
-        except (OSError, ssl.SSLError) as exc:
-            log.error("certificate reload failed; keeping the old one", extra={"error": str(exc)})
-            return False
-        try:
-            _load_pair(self.ctx, pair)
-        except (OSError, ssl.SSLError) as exc:  # pragma: no cover - needs a racing writer
-            _load_pair(self.ctx, self._good)
-            log.error("certificate reload failed; restored the old one", extra={"error": str(exc)})
-            return False
-        self._stamp, self._good = stamp, pair
-        log.info("certificate reloaded", extra={"cert": str(self.cert)})
-        return True
-
-    async def watch(self, interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            self.reload_if_changed()
-
-
-def _load_pair(ctx: ssl.SSLContext, pair: tuple[bytes, bytes]) -> None:
-    """Load a certificate and key given as bytes, through memory files: nothing is written
-    to disk (the root filesystem is read-only) and both come from one consistent read."""
-    fds = [os.memfd_create("imagecheck-tls", os.MFD_CLOEXEC) for _ in pair]
-    try:
-        for fd, data in zip(fds, pair, strict=True):
-            os.write(fd, data)
-        ctx.load_cert_chain(f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}")
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def server_ssl_context(

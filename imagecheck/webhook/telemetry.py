@@ -1,0 +1,70 @@
+"""What the webhook shows about itself: Prometheus metrics and JSON log lines."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.reviews = Counter(
+            "imagecheck_reviews",
+            "Admission reviews by outcome.",
+            ["result"],
+            registry=self.registry,
+        )
+        self.registry_requests = Counter(
+            "imagecheck_registry_requests",
+            "Requests to registries and token services, by kind and HTTP status.",
+            ["kind", "status"],
+            registry=self.registry,
+        )
+        self.cache = Counter(
+            "imagecheck_cache_lookups", "Result cache lookups.", ["hit"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "imagecheck_review_duration_seconds",
+            "Time to answer an admission review.",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
+        self.connections = Gauge(
+            "imagecheck_connections", "Client connections open.", registry=self.registry
+        )
+        self.connections_closed = Counter(
+            "imagecheck_connections_closed",
+            "Client connections the server closed: refused or evicted at --max-connections, "
+            "headers or body not received within --read-timeout.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.not_checked = Counter(
+            "imagecheck_images_not_checked",
+            "Images refused unchecked: over --max-images-per-review, or queued past the deadline.",
+            registry=self.registry,
+        )
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, message, and any ``extra`` fields."""
+
+    _plain = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        entry.update({k: v for k, v in record.__dict__.items() if k not in self._plain})
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
