@@ -19,7 +19,8 @@ and aliases are bounded, and each limit crossed is a :class:`FileProblem` on its
 
 - ``_yamltree``: YAML events into nodes that keep their lines, aliases included
 - ``_manifests``: Kubernetes and Compose images in those nodes
-- ``_dockerfile``: ``FROM`` lines, continuations, ``ARG`` substitution, stages
+- ``_dockerfile``: ``FROM`` lines, continuations, stages
+- ``_dfargs``: ``ARG`` substitution (quotes, escapes, ``${NAME:-default}``), bounded
 - ``_files``: which files, read how; ``scan_text`` and ``scan_paths``
 """
 
