@@ -23,14 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from imagecheck.credentials import (
-    Credentials,
-    RegistryKey,
-    decode_auth_entry,
-    load_json_file,
-    parse_json_object,
-    parse_registry_key,
-)
+from imagecheck.authfiles import decode_auth_entry, load_json_file, parse_json_object
+from imagecheck.credentials import Credentials, RegistryKey, parse_registry_key
 from imagecheck.errors import CredentialsError
 from imagecheck.reference import DOCKER_HUB_INDEX, Reference
 

@@ -18,9 +18,9 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from imagecheck.authfiles import AuthsKeychain
 from imagecheck.credentials import (
     AnonymousKeychain,
-    AuthsKeychain,
     ChainKeychain,
     Credentials,
     Keychain,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from imagecheck.authfiles import AuthsKeychain
 from imagecheck.credentials import (
     AnonymousKeychain,
-    AuthsKeychain,
     ChainKeychain,
     Credentials,
     StaticKeychain,
