@@ -13,9 +13,10 @@ from typing import Any
 
 from imagecheck import bounded
 from imagecheck.credentials import Credentials, namespace_match, registry_matches
-from imagecheck.credhelper import CredentialHelpers, HelperAnswer
+from imagecheck.credhelper import CredentialHelpers
 from imagecheck.errors import CredentialsError
 from imagecheck.files import MAX_CONFIG_FILE, read_regular_file, size_text
+from imagecheck.helperproc import HelperAnswer
 from imagecheck.reference import DOCKER_HUB_INDEX, Reference
 from imagecheck.retry import Deadline
 
