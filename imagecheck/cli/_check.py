@@ -6,21 +6,19 @@ from typing import Any
 
 import click
 
-from imagecheck.cli._app import EXIT_CODES_HELP, cli, run_async
+from imagecheck.cli._app import EXIT_CODES_HELP, cli
 from imagecheck.cli._options import (
     CheckSettings,
     check_options,
+    check_valid,
     conclude,
-    explain_all,
     invalid_results,
-    read_credentials,
     start_run,
     write_termination_log,
 )
 from imagecheck.errors import RegistryError, UsageError
 from imagecheck.kube import InCluster, KubeClient
 from imagecheck.render import render_json, render_text
-from imagecheck.run import acheck
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
@@ -83,9 +81,7 @@ def check(
     # even the password on standard input.
     results = invalid_results(images)
     if not results:
-        credentials = read_credentials(settings)
-        checking = acheck(images, **settings.run_options(credentials, pod_secrets))
-        results = explain_all(run_async(checking))
+        results = check_valid(images, settings, pod_pull_secrets=pod_secrets)
     click.echo(render_json(results) if output == "json" else render_text(results))
     conclude(results, settings)
 

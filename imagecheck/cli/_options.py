@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import click
 
-from imagecheck.cli._app import setup_logging
+from imagecheck.cli._app import run_async, setup_logging
 from imagecheck.cli._types import Count, MirrorPair, PlatformChoice, RegistryHost, Seconds
 from imagecheck.client import ClientOptions
 from imagecheck.credentials import Credentials
@@ -29,6 +29,7 @@ from imagecheck.run import (
     RETRIES_RANGE,
     TIMEOUT_RANGE,
     WAIT_RANGE,
+    acheck,
     parse_all,
 )
 
@@ -283,3 +284,19 @@ def write_termination_log(path: str, summary: str) -> None:
 def explain_all(results: Iterable[CheckResult]) -> list[CheckResult]:
     """Results with their hints worded as the command line words them."""
     return [explained(r) for r in results]
+
+
+def check_valid(
+    images: Sequence[str],
+    settings: CheckSettings,
+    *,
+    pod_pull_secrets: Sequence[tuple[str, str]] = (),
+    announce: str | None = None,
+) -> list[CheckResult]:
+    """Check ``images`` (all valid references) as the options say: the credentials read
+    first (``announce``, if any, then goes to stderr), the results explained."""
+    credentials = read_credentials(settings)
+    if announce is not None:
+        click.echo(f"imagecheck: {announce}", err=True)
+    checking = acheck(images, **settings.run_options(credentials, pod_pull_secrets))
+    return explain_all(run_async(checking))

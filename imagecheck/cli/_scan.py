@@ -9,21 +9,19 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from imagecheck.cli._app import SCAN_EXIT_CODES_HELP, cli, run_async
+from imagecheck.cli._app import SCAN_EXIT_CODES_HELP, cli
 from imagecheck.cli._options import (
     CheckSettings,
     check_options,
+    check_valid,
     conclude,
-    explain_all,
     invalid_results,
-    read_credentials,
     require_credentials_host,
     start_run,
 )
 from imagecheck.errors import UsageError
 from imagecheck.render import render_scan_github, render_scan_json, render_scan_text
 from imagecheck.result import CheckResult
-from imagecheck.run import acheck
 
 if TYPE_CHECKING:  # scanning needs PyYAML: imported when scan runs, not by `check`
     from imagecheck.scanning import FileProblem, Occurrence
@@ -100,8 +98,7 @@ def check_distinct(images: list[str], settings: CheckSettings) -> list[CheckResu
     valid = [image for image in images if image not in bad]
     if not valid:
         return invalid
-    credentials = read_credentials(settings)
+    announce = None
     if len(valid) > PROGRESS_MIN and sys.stderr.isatty():
-        click.echo(f"imagecheck: checking {len(valid)} distinct images...", err=True)
-    checked = run_async(acheck(valid, **settings.run_options(credentials)))
-    return invalid + explain_all(checked)
+        announce = f"checking {len(valid)} distinct images..."
+    return invalid + check_valid(valid, settings, announce=announce)
