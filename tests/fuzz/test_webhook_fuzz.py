@@ -42,6 +42,7 @@ from tests.fuzz.strategies import (
 )
 from tests.integration.pki import TLSMaterial, make_tls_material
 from tests.integration.test_webhook import WORKLOADS, admission_review, pod_spec, workload
+from tests.support.registry import free_port
 
 REVIEW_DEADLINE = 1.5
 START_TIMEOUT = 20.0
@@ -122,7 +123,7 @@ class Servers:
         return self.current
 
     def _start(self) -> Server:
-        port = _free_port()
+        port = free_port()
         log = self.workdir / f"serve-{port}.log"
         argv = under_limit([
             IMAGECHECK, "serve", "--listen", f"127.0.0.1:{port}",
@@ -148,13 +149,6 @@ class Servers:
     def close(self) -> None:
         if self.current is not None:
             self.current.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")

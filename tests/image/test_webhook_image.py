@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from tests.image.test_image import (
     storage,  # noqa: F401 - a fixture, used by registry
 )
 from tests.integration.test_webhook import admission_review, workload
+from tests.support.registry import free_port
 from tests.tools import skip_or_fail
 
 WEBHOOK_IMAGE = os.environ.get("IMAGECHECK_WEBHOOK_IMAGE", "localhost/imagecheck-webhook:dev")
@@ -84,13 +84,6 @@ def webhook_image(pytestconfig: pytest.Config) -> Iterator[Image]:
         yield Image(WEBHOOK_IMAGE, inspected["OCIv1"]["config"], rootfs, size)
     finally:
         _buildah("rm", container)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # -- what is in the image ---------------------------------------------------------------
@@ -175,7 +168,7 @@ def test_serve_reviews_a_job_then_stops_on_sigterm(
     webhook_image: Image,
     registry: Registry,  # noqa: F811 - the imported fixture
 ) -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [RUN, "--", "serve", "--insecure-http", "--listen", f"127.0.0.1:{port}"],
         env=os.environ | BUILDAH_ENV | {"IMAGECHECK_IMAGE": WEBHOOK_IMAGE},

@@ -12,6 +12,7 @@ real registry and token server.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
@@ -103,17 +104,9 @@ def http_realm(
     with server:
         assert server.realm.startswith("http://")
         settings = TokenAuthSettings(server.realm, TOKEN_SERVICE, TOKEN_ISSUER, signer.root_bundle)
-        registry = LocalRegistry(
-            workdir,
-            storage=registry_token.registry.storage,
-            tls=tls_material.server,
-            token=settings,
-            binary=registry_binary,
-        )
-        with registry:
-            endpoint = dataclasses.replace(
-                registry_token, host=registry.host, url=registry.url, registry=registry
-            )
+        with _token_registry(
+            registry_token, settings, workdir, tls_material, registry_binary
+        ) as endpoint:
             yield HttpRealm(endpoint, server)
 
 
@@ -187,17 +180,26 @@ def upgradable_realm(
         registry_token.registry.token, realm=https_realm.replace("https://", "http://", 1)
     )
     workdir = tmp_path_factory.mktemp("registry-upgradable-realm")
+    with _token_registry(
+        registry_token, settings, workdir, tls_material, registry_binary
+    ) as endpoint:
+        yield endpoint
+
+
+@contextlib.contextmanager
+def _token_registry(
+    like: RegistryEndpoint,
+    settings: TokenAuthSettings,
+    workdir: Path,
+    tls: TLSMaterial,
+    binary: str,
+) -> Iterator[RegistryEndpoint]:
+    """Another TLS registry on ``like``'s storage and user, with the token ``settings``."""
     registry = LocalRegistry(
-        workdir,
-        storage=registry_token.registry.storage,
-        tls=tls_material.server,
-        token=settings,
-        binary=registry_binary,
+        workdir, storage=like.registry.storage, tls=tls.server, token=settings, binary=binary
     )
     with registry:
-        yield dataclasses.replace(
-            registry_token, host=registry.host, url=registry.url, registry=registry
-        )
+        yield dataclasses.replace(like, host=registry.host, url=registry.url, registry=registry)
 
 
 def test_http_realm_credentials_go_over_https_when_it_answers(

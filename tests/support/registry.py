@@ -146,7 +146,7 @@ class LocalRegistry:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.storage.mkdir(parents=True, exist_ok=True)
         for _ in range(_PORT_ATTEMPTS):
-            self.port = _free_port()
+            self.port = free_port()
             self._write_config()
             try:
                 self._spawn()
@@ -306,7 +306,8 @@ def render_config(
     return "\n".join(lines) + "\n"
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port on 127.0.0.1 that was free a moment ago (nothing listens on it now)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]

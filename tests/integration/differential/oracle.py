@@ -24,16 +24,17 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+from tests.integration.clirun import Run, run_cli
 
 # A pull that the kubelet would retry (its image back-off: 10 s, 20 s, ... 5 min) is asked
 # again, at once, this many times in all while the answer is a transient error.
@@ -275,7 +276,7 @@ class Containerd:
                 args += ["--user", f"{access.user[0]}:{access.user[1]}"]
             done = _run([*args, reference])
         text = done.stdout + done.stderr
-        return classify(done.returncode, text), _last_line(done.stderr or done.stdout)
+        return classify(done.code, text), _last_line(done.stderr or done.stdout)
 
 
 def _toml_string(value: str) -> str:
@@ -323,13 +324,6 @@ def _run(args: Sequence[str], *, stdin: str = "", env: dict[str, str] | None = N
     return Run(done.returncode, done.stdout, done.stderr)
 
 
-@dataclass(frozen=True)
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
 # -- skopeo ----------------------------------------------------------------------------------
 
 
@@ -367,7 +361,7 @@ def skopeo_verdict(reference: str, access: Access, *, skopeo: str = "skopeo") ->
             args += ["--creds", f"{access.user[0]}:{access.user[1]}"]
         env = {"HOME": scratch, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         done = _run([*args, f"docker://{reference}"], env=env)
-    return Answer(classify(done.returncode, done.stderr), _last_line(done.stderr))
+    return Answer(classify(done.code, done.stderr), _last_line(done.stderr))
 
 
 def _registries_conf(access: Access) -> str:
@@ -389,11 +383,10 @@ def _registries_conf(access: Access) -> str:
 # -- imagecheck ------------------------------------------------------------------------------
 
 
-def imagecheck_verdict(
-    reference: str, access: Access, home: Path, *, extra: Sequence[str] = ()
-) -> Answer:
-    """``imagecheck check --platform auto`` with the same CA, credentials and mirrors."""
-    args = [sys.executable, "-m", "imagecheck", "check", "--platform", "auto", "--deadline", "30"]
+def imagecheck_verdict(reference: str, access: Access, home: Path) -> Answer:
+    """``imagecheck check --platform auto`` with the same CA, credentials and mirrors, run as
+    every CLI test runs it (:func:`~tests.integration.clirun.run_cli`: a clean environment)."""
+    args = ["check", "--platform", "auto", "--deadline", "30"]
     stdin = ""
     if access.ca_file is not None:
         args += ["--ca-file", str(access.ca_file)]
@@ -404,17 +397,6 @@ def imagecheck_verdict(
         args += ["--mirror", f"{access.registry}={mirror.host}"]
     for host in access.insecure_hosts:
         args += ["--insecure-registry", host]
-    dropped = ("DOCKER_", "IMAGECHECK_", "REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
-    env["HOME"] = str(home)
-    done = _run([*args, *extra, reference], stdin=stdin, env=env)
-    verdict = _EXIT_VERDICTS.get(done.returncode, Verdict.ERROR)
+    done = run_cli([*args, reference], home, stdin=stdin, timeout=PULL_TIMEOUT)
+    verdict = _EXIT_VERDICTS.get(done.code, Verdict.ERROR)
     return Answer(verdict, _last_line(done.stderr or done.stdout))
-
-
-def all_verdicts(
-    containerd: Containerd, reference: str, access: Access, home: Path
-) -> Iterator[Answer]:
-    yield containerd.pull(reference, access)
-    yield skopeo_verdict(reference, access)
-    yield imagecheck_verdict(reference, access, home)

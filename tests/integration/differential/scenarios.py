@@ -10,7 +10,6 @@ not a failure of imagecheck.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from tests.integration.faultproxy import (
     Respond,
     StripHeaders,
 )
+from tests.support.registry import free_port
 
 FOUND, MISSING, DENIED, ERROR = Verdict.FOUND, Verdict.MISSING, Verdict.DENIED, Verdict.ERROR
 MANIFESTS = r"^/v2/.+/manifests/"
@@ -172,24 +172,17 @@ def mirrored(
                 mirror.on(None, MANIFESTS, mirror_fault)
             registry = site.plain.host
             if upstream_down:
-                registry = f"127.0.0.1:{_closed_port()}"
+                registry = f"127.0.0.1:{free_port()}"
             access = Access(registry=registry, plain_http=True, mirrors=(Mirror(mirror.url),))
             yield Case(f"{registry}/{name}", access)
 
     return prepare
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
 def nothing_listening(name: str) -> Prepare:
     @contextmanager
     def prepare(site: Site) -> Iterator[Case]:
-        registry = f"127.0.0.1:{_closed_port()}"
+        registry = f"127.0.0.1:{free_port()}"
         yield Case(f"{registry}/{name}", Access(registry=registry, plain_http=True))
 
     return prepare
