@@ -25,6 +25,9 @@ class Occurrence:
     ``image`` is not parsed: an invalid reference is still an occurrence (the checker reports
     it). ``skipped`` says why it is not to be checked, e.g. ``"template placeholder
     {{ .Values.image }}"``; whether a skipped image fails the run is the caller's decision.
+    ``origin`` is set when the image is not the one written at ``file:line`` but one rendered
+    from it (kustomize ``images:``): then ``file:line`` is the override and ``origin`` the
+    resource's line it rewrites.
     """
 
     image: str
@@ -34,6 +37,9 @@ class Occurrence:
     name: str | None
     container: str | None
     skipped: str | None = None
+    # Where the image as written is, when ``file`` and ``line`` are those of something that
+    # changes it (a kustomization's ``images:`` override): "base/deploy.yaml:12".
+    origin: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
