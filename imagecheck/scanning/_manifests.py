@@ -20,18 +20,18 @@ the alias is written, and the rest of the file is not scanned.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, replace
 
 from imagecheck.scanning._model import (
     BUILT_BY_COMPOSE,
     MAX_IMAGE_LENGTH,
-    PLACEHOLDER,
     FileProblem,
     Occurrence,
-    placeholder_in,
+    as_checked,
 )
 from imagecheck.scanning._yamltree import Alias, Mapping, Node, Position, Scalar, Sequence
+from imagecheck.workload import containers
 
 __all__ = ["MAX_ALIAS_READS", "MAX_MERGE_DEPTH", "AliasBudget", "Found", "images_in_document"]
 
@@ -42,14 +42,6 @@ MAX_ALIAS_READS = 100_000
 # Merge keys in a mapping merged in a mapping merged...: layered defaults are a few deep.
 MAX_MERGE_DEPTH = 100
 
-# Where the pod spec is, by kind; every other kind: spec.template.spec.
-_POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
-    "Pod": ("spec",),
-    "PodTemplate": ("template", "spec"),
-    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
-}
-_POD_TEMPLATE_PATH = ("spec", "template", "spec")
-_CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 _NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _NULL_TAG = "tag:yaml.org,2002:null"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -140,17 +132,11 @@ def _kubernetes_object(obj: _Value, file: str, *, in_list: bool) -> Iterator[Fou
             if isinstance(item.node, Mapping):
                 yield from _kubernetes_object(item, file, in_list=True)
         return
-    pod_spec = _path(obj, _POD_SPEC_PATHS.get(kind, _POD_TEMPLATE_PATH))
-    if pod_spec is None:
-        return
     metadata = _get(obj, "metadata")
     # A Job made by `kubectl create -f` often has only generateName.
     name = _text(_get(metadata, "name")) or _text(_get(metadata, "generateName"))
-    for field in _CONTAINER_LISTS:
-        for container in _sequence(_get(pod_spec, field)):
-            container_name = _text(_get(container, "name"))
-            image = _get(container, "image")
-            yield from _image(image, file, kind, name, container_name)
+    for slot in containers(_TREE, obj):
+        yield from _image(slot.image, file, kind, name, slot.container)
 
 
 def _compose_services(services: _Value, file: str) -> Iterator[Found]:
@@ -200,9 +186,8 @@ def _image(
         yield image.at, FileProblem(file, image.at[0], message)
         return
     image.spend(1 + len(text) // 64)
-    placeholder = placeholder_in(text)
-    skipped = None if placeholder is None else f"{PLACEHOLDER} {placeholder}"
-    yield image.at, Occurrence(text, file, image.at[0], kind, name, container, skipped)
+    checked, skipped = as_checked(text)
+    yield image.at, Occurrence(checked, file, image.at[0], kind, name, container, skipped)
 
 
 # --- reading the node tree --------------------------------------------------------------
@@ -240,12 +225,6 @@ def _pairs(value: _Value) -> Iterator[tuple[_Value, _Value]]:
         value.spend(len(value.node.pairs))
         for key, item in value.node.pairs:
             yield value.child(key), value.child(item)
-
-
-def _path(value: _Value | None, keys: tuple[str, ...]) -> _Value | None:
-    for key in keys:
-        value = _get(value, key)
-    return value
 
 
 def _get(value: _Value | None, key: str) -> _Value | None:
@@ -292,3 +271,62 @@ def _own_key(value: _Value, key: str) -> tuple[_Value | None, list[_Value]]:
         elif name.value == key:
             found = value_node
     return None if found is None else value.child(found), merged
+
+
+def _merged_pairs(value: _Value) -> Iterator[tuple[str | None, _Value]]:
+    """A mapping's entries as its reader sees them: the keys written in it, then those of the
+    mappings its merge keys merge (in :func:`_get`'s order) that it does not already have."""
+    seen_keys: set[str | None] = set()
+    seen: set[int] = set()
+    stack: list[tuple[_Value, int]] = [(value, 0)]
+    while stack:
+        current, depth = stack.pop()
+        if not isinstance(current.node, Mapping) or id(current.node) in seen:
+            continue
+        seen.add(id(current.node))
+        merged: list[_Value] = []
+        current.spend(len(current.node.pairs))
+        for key_node, value_node in current.node.pairs:
+            name = key_node.target if isinstance(key_node, Alias) else key_node
+            text = name.value if isinstance(name, Scalar) else None
+            if isinstance(name, Scalar) and (
+                name.tag == _MERGE_TAG or (text == "<<" and not name.style)
+            ):
+                merge = current.child(value_node)
+                merged.extend(_sequence(merge) if isinstance(merge.node, Sequence) else [merge])
+            elif text not in seen_keys or text is None:
+                seen_keys.add(text)
+                yield text, current.child(value_node)
+        if merged and depth == MAX_MERGE_DEPTH:
+            message = f"merge keys (<<) nested more than {MAX_MERGE_DEPTH} deep"
+            raise _LimitReached(current.at, message)
+        stack.extend((source, depth + 1) for source in reversed(merged))
+
+
+class _YAMLTree:
+    """:class:`imagecheck.workload.Tree` over the nodes of :mod:`._yamltree`, aliases and
+    merge keys followed, what aliases make it read counted against the file's budget."""
+
+    def get(self, node: _Value, key: str) -> _Value | None:
+        return _get(node, key)
+
+    def pairs(self, node: _Value) -> Iterator[tuple[str | None, _Value]]:
+        return _merged_pairs(node)
+
+    def items(self, node: _Value) -> Iterator[_Value]:
+        return _sequence(node)
+
+    def text(self, node: _Value | None) -> str | None:
+        return _text(node)
+
+    def is_mapping(self, node: _Value) -> bool:
+        return isinstance(node.node, Mapping)
+
+    def identity(self, node: _Value) -> Hashable:
+        return (id(node.node), node.via)
+
+    def node(self, node: _Value) -> int:
+        return id(node.node)
+
+
+_TREE = _YAMLTree()

@@ -5,7 +5,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["MAX_IMAGE_LENGTH", "FileProblem", "Occurrence", "placeholder_in"]
+__all__ = [
+    "KO_PREFIX",
+    "MAX_IMAGE_LENGTH",
+    "FileProblem",
+    "Occurrence",
+    "as_checked",
+    "placeholder_in",
+]
 
 
 # An image as written (or as a Dockerfile's ARGs make it) longer than this is a problem, not an
@@ -16,6 +23,10 @@ MAX_IMAGE_LENGTH = 4096
 BUILT_BY_COMPOSE = "built by compose"
 # The skip reason prefix for template placeholders (--strict counts them as invalid).
 PLACEHOLDER = "template placeholder"
+# ko (https://ko.build) replaces ko://IMPORT-PATH with the image it builds and pushes: like a
+# compose build, not a placeholder that --strict would count as invalid.
+KO_PREFIX = "ko://"
+BUILT_BY_KO = "built by ko"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +74,27 @@ def placeholder_in(text: str) -> str | None:
     """The first template placeholder in ``text``, as written, or None."""
     match = _PLACEHOLDER.search(text)
     return None if match is None else match.group(0)
+
+
+# ${NAME:-default} and ${NAME-default} with a default that holds no other placeholder: shell,
+# envsubst and compose (https://docs.docker.com/compose/how-tos/environment-variables/
+# variable-interpolation/) all give the default when NAME is not set.
+_DEFAULTED = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-([^${}]*)\}")
+
+
+def as_checked(text: str) -> tuple[str, str | None]:
+    """The image to check for an image field's ``text``, and why it is skipped (None: it is
+    to be checked). ``${TAG:-1.2}`` is checked as its default (innermost first, so
+    ``${A:-${B:-x}}`` is ``x``); any other placeholder skips the image, as does a ``ko://``
+    import path."""
+    if text.startswith(KO_PREFIX):
+        return text, f"{BUILT_BY_KO} ({text})"
+    image = text
+    while "${" in image:
+        image, count = _DEFAULTED.subn(r"\1", image)
+        if not count:
+            break
+    placeholder = placeholder_in(image)
+    if placeholder is not None:
+        return text, f"{PLACEHOLDER} {placeholder_in(text)}"
+    return image, None
