@@ -26,6 +26,7 @@ import httpx
 from imagecheck.bounded import parse_json_object, read_capped_sync
 from imagecheck.errors import CredentialsError, RegistryError, UsageError
 from imagecheck.files import MAX_CA_FILE, read_regular_file
+from imagecheck.workload import JSON, containers, pull_secrets
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # The API answers a pod or a secret in a few KiB; refuse to hold much more.
@@ -169,34 +170,23 @@ class KubeClient:
 
 
 def images_of(pod: Mapping[str, Any], skip_container: str) -> PodImages:
-    """Every container's and init container's image but ``skip_container``'s, in spec
-    order, each once; and the names of the pod's ``imagePullSecrets``. A field of another
-    shape than the API's is a RegistryError."""
+    """Every container's image but ``skip_container``'s, in spec order, each once; and the
+    names of the pod's ``imagePullSecrets``: found as scan and the webhook find them
+    (:mod:`imagecheck.workload`). A field of another shape than the API's is a
+    RegistryError."""
     spec = pod.get("spec")
     if spec is None:
         spec = {}
     if not isinstance(spec, dict):
         raise RegistryError("Kubernetes API: the pod's spec is not an object")
-    images: list[str] = []
-    for kind in ("initContainers", "containers", "ephemeralContainers"):
-        for container in _list(spec, kind):
-            if not isinstance(container, dict) or container.get("name") == skip_container:
-                continue
-            image = container.get("image")
-            if isinstance(image, str) and image not in images:
-                images.append(image)
-    secrets = [
-        s["name"]
-        for s in _list(spec, "imagePullSecrets")
-        if isinstance(s, dict) and isinstance(s.get("name"), str)
-    ]
-    return PodImages(images, secrets)
+    for name in (*_POD_LISTS, "imagePullSecrets"):
+        if spec.get(name) is not None and not isinstance(spec[name], list):
+            raise RegistryError(f"Kubernetes API: the pod's spec.{name} is not a list")
+    images: dict[str, None] = {}
+    for slot in containers(JSON, {"spec": spec}):
+        if isinstance(slot.image, str) and slot.container != skip_container:
+            images[slot.image] = None
+    return PodImages(list(images), pull_secrets(JSON, {"spec": spec}))
 
 
-def _list(spec: Mapping[str, Any], name: str) -> list[Any]:
-    value = spec.get(name)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise RegistryError(f"Kubernetes API: the pod's spec.{name} is not a list")
-    return value
+_POD_LISTS = ("initContainers", "containers", "ephemeralContainers")

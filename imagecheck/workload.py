@@ -16,6 +16,7 @@ paths of their own):
 - any other mapping whose ``image`` is a string beside a container field
   (:data:`CONTAINER_FIELDS`: ``command``, ``env``, ``resources``...): Tekton's StepAction
   ``spec``, KubeVirt's ``containerDisk``, an operator's ``spec`` with its pod's settings;
+- an image volume's ``image.reference`` (Kubernetes 1.31+), which the kubelet pulls too;
 - and, for the operators whose image field has no container shape at all, a small table by
   API group and kind (:data:`OPERATOR_FIELDS`: Prometheus ``spec.image``, ECK's,
   Spark's, Strimzi's, CloudNativePG's ``spec.imageName``, Crossplane packages).
@@ -227,18 +228,12 @@ def _shaped(tree: Tree[N], obj: N) -> Iterator[tuple[N, Slot[N]]]:
             continue
         node, key, owner, listed = top
         if tree.is_mapping(node):
-            image = tree.get(node, "image")
-            name = tree.text(tree.get(node, "name"))
-            if listed and image is not None:
-                yield node, Slot(image, name, key or "")
+            slot = _container(tree, node, key, owner, listed=listed)
+            if slot is not None:
+                yield node, slot
                 continue
-            if key in CONTAINER_KEYS and image is not None:
-                yield node, Slot(image, name or owner or key, key or "")
-                continue
-            if image is not None and tree.text(image) is not None and _container_like(tree, node):
-                yield node, Slot(image, name or key, key or "")
-                continue
-            children = [(value, k, name or owner, False) for k, value in tree.pairs(node)]
+            name = tree.text(tree.get(node, "name")) or owner
+            children = [(value, k, name, False) for k, value in tree.pairs(node)]
         else:
             in_list = key in CONTAINER_LISTS
             children = [(item, key, owner, in_list) for item in tree.items(node)]
@@ -246,6 +241,26 @@ def _shaped(tree: Tree[N], obj: N) -> Iterator[tuple[N, Slot[N]]]:
             walking.add(tree.node(node))
             stack.append(tree.node(node))
             stack.extend(reversed(children))
+
+
+def _container(
+    tree: Tree[N], node: N, key: str | None, owner: str | None, *, listed: bool
+) -> Slot[N] | None:
+    """The container (or image volume) that the mapping ``node`` under ``key`` is, if any."""
+    image = tree.get(node, "image")
+    name = tree.text(tree.get(node, "name"))
+    field = key or ""
+    if image is not None and listed:
+        return Slot(image, name, field)
+    if image is not None and key in CONTAINER_KEYS:
+        return Slot(image, name or owner or key, field)
+    if image is not None and tree.text(image) is not None and _container_like(tree, node):
+        return Slot(image, name or key, field)
+    reference = tree.get(node, "reference")
+    if key == "image" and reference is not None and tree.text(reference) is not None:
+        # An image volume (Kubernetes 1.31+): the kubelet pulls it like a container's.
+        return Slot(reference, owner, "volumes.image")
+    return None
 
 
 def _container_like(tree: Tree[N], node: N) -> bool:

@@ -5,10 +5,13 @@ The body is untrusted JSON (issue #10): it is parsed with a depth bound (parts n
 deeper than ``MAX_DEPTH`` are read as empty, nothing we look at is that deep) and numbers of
 any length, so that every review the API server can send gets an answer, never a 500.
 
-Kubernetes sends the object being created or updated in ``request.object``. Its pod spec is
-at ``spec`` (Pod), ``spec.jobTemplate.spec.template.spec`` (CronJob), or
-``spec.template.spec`` (Job, Deployment, StatefulSet, DaemonSet, ReplicaSet, and any other
-kind with a pod template). Every container, init container and ephemeral container counts.
+Kubernetes sends the object being created or updated in ``request.object``. Its containers
+and pull secrets are found as ``scan`` finds them (:mod:`imagecheck.workload`): by shape,
+in any kind, so a webhook registered for Tekton Tasks or Argo Workflows checks their steps
+and templates too. A template placeholder (``{{inputs.parameters.image}}``, ``$(params.x)``)
+in a kind that Kubernetes does not run itself is filled in by its controller later: it is
+not checked, and the answer warns about it. In a Pod, a Job, a Deployment... nothing fills
+it in, so it is checked as written (and refused as an invalid reference).
 """
 
 from __future__ import annotations
@@ -16,14 +19,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from imagecheck.render import shown
 from imagecheck.result import CheckResult, Status
+from imagecheck.workload import CORE_GROUPS, JSON, api_group, containers, pull_secrets
 
 API_VERSION = "admission.k8s.io/v1"
-CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 # Nothing the webhook reads is deeper than a CronJob's containers (about 12 levels); Python's
 # JSON parser gives up near 1,000 (the recursion limit), the API server's allows 10,000.
 MAX_DEPTH = 100
@@ -52,6 +55,8 @@ class Review:
     name: str
     images: list[ContainerImage]
     pull_secrets: list[str]
+    # Images with a placeholder that the object's controller fills in: not checked.
+    templated: list[ContainerImage] = field(default_factory=list)
 
 
 def load_json(body: bytes) -> Any:
@@ -115,29 +120,31 @@ def parse_review(body: Any) -> Review:
     metadata = obj.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
     name = _text(metadata.get("name")) or _text(metadata.get("generateName"))
-    spec = pod_spec(obj)
+    found = [
+        ContainerImage(_text(slot.container), image)
+        for slot in containers(JSON, obj)
+        if isinstance(image := slot.image, str)
+    ]
+    # Only a kind Kubernetes does not run itself has a controller to fill placeholders in.
+    templating = api_group(_text(obj.get("apiVersion"))) not in CORE_GROUPS
+    templated = [item for item in found if templating and _placeholder(item.image)]
     return Review(
         uid=request["uid"],
         kind=_text(kind) or _text(obj.get("kind")),
         namespace=_text(request.get("namespace")) or _text(metadata.get("namespace")),
         name=name or _text(request.get("name")),
-        images=containers_of(spec) if spec else [],
-        pull_secrets=_pull_secrets(spec) if spec else [],
+        images=[item for item in found if item not in templated],
+        pull_secrets=pull_secrets(JSON, obj),
+        templated=templated,
     )
 
 
-def pod_spec(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The pod spec inside a workload object, wherever its kind keeps it."""
-    kind = obj.get("kind")
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return None
-    if kind == "Pod":
-        return spec
-    if kind == "CronJob":
-        spec = _path(spec, "jobTemplate", "spec")
-    template = _path(spec, "template", "spec") if spec else None
-    return template if isinstance(template, dict) else None
+# Argo's {{...}}, Tekton's and Kubernetes' $(...), shell's ${...}: none is in a reference.
+_PLACEHOLDER = re.compile(r"\{\{|\$[({]")
+
+
+def _placeholder(image: str) -> bool:
+    return _PLACEHOLDER.search(image) is not None
 
 
 def _text(value: Any) -> str:
@@ -151,25 +158,6 @@ def _path(value: Any, *keys: str) -> Any:
             return None
         value = value.get(key)
     return value
-
-
-def containers_of(spec: Mapping[str, Any]) -> list[ContainerImage]:
-    found = []
-    for field in CONTAINER_LISTS:
-        listed = spec.get(field)
-        for container in listed if isinstance(listed, list) else []:
-            if isinstance(container, dict) and isinstance(container.get("image"), str):
-                found.append(ContainerImage(_text(container.get("name")), container["image"]))
-    return found
-
-
-def _pull_secrets(spec: Mapping[str, Any]) -> list[str]:
-    listed = spec.get("imagePullSecrets")
-    return [
-        s["name"]
-        for s in (listed if isinstance(listed, list) else [])
-        if isinstance(s, dict) and isinstance(s.get("name"), str)
-    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,9 +199,14 @@ def decide(
         blocking = result.status in (Status.MISSING, Status.INVALID) or not errors_pass
         (problems if blocking else passed_errors).append(line)
     problems[:0] = [_not_checked(reason, items) for reason, items in skipped.items()]
-    warnings = [f"not checked, allowed by --on-error pass: {p}" for p in passed_errors]
+    warnings = [
+        f"container {item.container!r}: image {item.image[:MAX_NAME]!r} not checked: "
+        "a template placeholder its controller fills in"
+        for item in review.templated
+    ]
+    warnings += [f"not checked, allowed by --on-error pass: {p}" for p in passed_errors]
     if not problems:
-        return Verdict(True, "", warnings, "allowed" if not warnings else "error")
+        return Verdict(True, "", warnings, "error" if passed_errors else "allowed")
     summary = f"imagecheck refused {review.kind or 'object'} {review.name}: " + "; ".join(problems)
     if warn_only:
         return Verdict(True, "", [*problems, *warnings], "warned")

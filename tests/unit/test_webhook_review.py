@@ -101,7 +101,6 @@ def test_every_kind_yields_every_container_list_in_order(workload: dict[str, Any
         pytest.param({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}}, id="no-spec"),
         pytest.param(obj("Service", {"template": "x"}, "v1"), id="template-not-an-object"),
         pytest.param(obj("Job", {"template": {"spec": None}}, "batch/v1"), id="template-spec-null"),
-        pytest.param(obj("CronJob", templated(SPEC), "batch/v1"), id="cronjob-without-jobtemplate"),
         pytest.param(None, id="delete-has-no-object"),
         pytest.param(obj("Pod", {"containers": []}, "v1"), id="pod-without-containers"),
     ],
@@ -110,6 +109,70 @@ def test_objects_without_images_yield_none(workload: Any) -> None:
     review = parse_review(review_body(workload))
     assert review.images == []
     assert review.pull_secrets == []
+
+
+TEKTON_TASK = {
+    "apiVersion": "tekton.dev/v1",
+    "kind": "Task",
+    "metadata": {"name": "build"},
+    "spec": {
+        "params": [{"name": "image"}],
+        "stepTemplate": {"image": "alpine:3.20", "env": []},
+        "steps": [
+            {"name": "compile", "image": "golang:1.22", "script": "go build"},
+            {"name": "push", "image": "$(params.image)"},
+            {"name": "shared", "ref": {"name": "git-clone"}},
+        ],
+        "sidecars": [{"name": "docker", "image": "docker:dind"}],
+    },
+}
+ARGO_WORKFLOW = {
+    "apiVersion": "argoproj.io/v1alpha1",
+    "kind": "Workflow",
+    "metadata": {"generateName": "hello-"},
+    "spec": {
+        "imagePullSecrets": [{"name": "argo-pull"}],
+        "templates": [
+            {"name": "main", "steps": [[{"name": "a", "template": "say"}]]},
+            {"name": "say", "container": {"image": "docker/whalesay", "command": ["cowsay"]}},
+            {"name": "py", "script": {"image": "{{inputs.parameters.py}}", "source": "1"}},
+        ],
+    },
+}
+
+
+def test_any_kind_s_containers_are_found_by_shape() -> None:
+    """The webhook finds what scan finds (issue #13): Tekton steps, step templates and
+    sidecars; a step that refers to a StepAction has no image of its own."""
+    review = parse_review(review_body(TEKTON_TASK))
+    assert review.images == [
+        ContainerImage("stepTemplate", "alpine:3.20"),
+        ContainerImage("compile", "golang:1.22"),
+        ContainerImage("docker", "docker:dind"),
+    ]
+    assert review.templated == [ContainerImage("push", "$(params.image)")]
+
+
+def test_placeholders_of_a_controller_are_allowed_with_a_warning() -> None:
+    review = parse_review(review_body(ARGO_WORKFLOW))
+    assert review.images == [ContainerImage("say", "docker/whalesay")]
+    assert review.templated == [ContainerImage("py", "{{inputs.parameters.py}}")]
+    assert review.pull_secrets == ["argo-pull"]
+    found = {"docker/whalesay": CheckResult("docker/whalesay", None, Status.FOUND)}
+    verdict = decide(review, found, warn_only=False, errors_pass=False)
+    assert (verdict.allowed, verdict.outcome) == (True, "allowed")
+    assert verdict.warnings == [
+        "container 'py': image '{{inputs.parameters.py}}' not checked: "
+        "a template placeholder its controller fills in"
+    ]
+
+
+def test_placeholders_in_a_kind_kubernetes_runs_are_checked_as_written() -> None:
+    """Nothing fills in $(TAG) in a Pod's image: the kubelet would pull it as written."""
+    spec = {"containers": [{"name": "app", "image": "nginx:$(TAG)"}]}
+    review = parse_review(review_body(obj("Pod", spec, "v1")))
+    assert review.images == [ContainerImage("app", "nginx:$(TAG)")]
+    assert review.templated == []
 
 
 def test_containers_without_an_image_string_are_skipped() -> None:
