@@ -169,6 +169,12 @@ def _github_escape(text: str, *, property_value: bool = False) -> str:
     return text
 
 
+def _skip_line(o: Occurrence) -> str:
+    """A skipped image and why, on one line: both come from the file (a compose service's name
+    may hold a tab)."""
+    return printable(f"{o.image}: {o.skipped}", sys.maxsize)
+
+
 def render_scan_github(
     occurrences: Sequence[Occurrence],
     results: Mapping[str, CheckResult],
@@ -185,9 +191,7 @@ def render_scan_github(
     for o in occurrences:
         props = f"file={_github_escape(o.file, property_value=True)},line={o.line}"
         if o.skipped:
-            lines.append(
-                f"::notice {props},title=imagecheck::{_github_escape(f'{o.image}: {o.skipped}')}"
-            )
+            lines.append(f"::notice {props},title=imagecheck::{_github_escape(_skip_line(o))}")
             continue
         r = results[o.image]
         if r.status is Status.FOUND:
