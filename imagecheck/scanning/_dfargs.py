@@ -1,6 +1,8 @@
-"""ARG substitution in a Dockerfile's ``FROM``, as BuildKit's shell lexer does it: quotes,
-escapes, ``$NAME``, ``${NAME}``, ``${NAME:-default}``, ``${NAME:+alternative}``; bounded by
-:data:`MAX_VALUE`, :data:`MAX_NESTING` and :data:`MAX_SUBSTITUTED` (see :mod:`._dockerfile`).
+"""The words of a Dockerfile instruction, as BuildKit reads them: ARG substitution in a
+``FROM`` (quotes, escapes, ``$NAME``, ``${NAME}``, ``${NAME:-default}``,
+``${NAME:+alternative}``; bounded by :data:`MAX_VALUE`, :data:`MAX_NESTING` and
+:data:`MAX_SUBSTITUTED`, see :mod:`._dockerfile`), an instruction's ``--flags``, and the
+comma-separated fields of a ``--mount``.
 """
 
 from __future__ import annotations
@@ -67,6 +69,86 @@ def split_words(text: str, escape: str) -> Iterator[tuple[str, int]]:
         index += 1
     if start is not None:
         yield text[start:], start
+
+
+def builder_flags(text: str, escape: str) -> Iterator[tuple[str, int]]:
+    """The ``--flag[=value]`` words an instruction's arguments start with, each with quotes
+    and escapes removed and with its offset; they end at the first other word or at ``--``.
+
+    As BuildKit's parser reads them (frontend/dockerfile/parser/split_command.go,
+    ``extractBuilderFlags``): unlike a shell, the escape character escapes inside single
+    quotes too.
+    """
+    index = 0
+    while True:
+        while index < len(text) and text[index].isspace():
+            index += 1
+        if not text.startswith("--", index):
+            return
+        start, out, quote, quoted = index, [], None, False
+        while index < len(text) and (quote is not None or not text[index].isspace()):
+            char = text[index]
+            if char == escape:
+                index += 1  # an escape at the very end is dropped
+                out.append(text[index : index + 1])
+            elif char == quote:
+                quote = None
+            elif quote is None and char in "'\"":
+                quote, quoted = char, True
+            else:
+                out.append(char)
+            index += 1
+        word = "".join(out)
+        if word == "--":
+            return
+        if word or quoted:
+            yield word, start
+
+
+def csv_fields(value: str) -> list[str]:
+    """The fields of a one-line CSV value (RFC 4180 quotes, ``""`` for a quote), as the
+    parser of a ``RUN --mount`` reads them (github.com/tonistiigi/go-csvvalue, strict).
+
+    Raises :class:`ValueError` with encoding/csv's message for a stray or unclosed quote.
+    """
+    if not value:
+        raise ValueError("EOF")
+    fields: list[str] = []
+    index = 0
+    while True:
+        if not value.startswith('"', index):
+            comma = value.find(",", index)
+            end = len(value) if comma < 0 else comma
+            if '"' in value[index:end]:
+                raise ValueError('bare " in non-quoted-field')
+            fields.append(value[index:end])
+            if comma < 0:
+                return fields
+            index = comma + 1
+            continue
+        index, field = _quoted_field(value, index + 1)
+        fields.append(field)
+        if index == len(value):
+            return fields
+        index += 1  # the comma after the closing quote
+
+
+def _quoted_field(value: str, index: int) -> tuple[int, str]:
+    """The quoted field whose text starts at ``value[index]``: where it ends, and its text."""
+    parts: list[str] = []
+    while True:
+        quote = value.find('"', index)
+        if quote < 0:
+            raise ValueError('extraneous or missing " in quoted-field')
+        parts.append(value[index:quote])
+        index = quote + 1
+        if value.startswith('"', index):
+            parts.append('"')
+            index += 1
+        elif index == len(value) or value[index] == ",":
+            return index, "".join(parts)
+        else:
+            raise ValueError('extraneous or missing " in quoted-field')
 
 
 class Substitution:

@@ -1,4 +1,5 @@
-"""Base images in a Dockerfile: its ``FROM`` instructions, as BuildKit reads them.
+"""The images a Dockerfile's build pulls: ``FROM``, ``COPY --from`` and
+``RUN --mount=from=``, as BuildKit reads them.
 
 https://docs.docker.com/reference/dockerfile/ — what is followed here:
 
@@ -11,6 +12,11 @@ https://docs.docker.com/reference/dockerfile/ — what is followed here:
   ``$NAME``, ``${NAME}``, ``${NAME:-default}``, ``${NAME:+alternative}`` (and without the
   colon). An ARG without a default, one never declared, or a platform ARG the builder sets
   (``$TARGETARCH``) stays as written, and the image is reported as skipped;
+- ``COPY --from=<image>`` and ``RUN --mount=...,from=<image>,...`` (a mount of any type: the
+  comma-separated options in any order, quoted as CSV). Unlike ``FROM``, a stage defined
+  anywhere in the file, even later, is that stage (BuildKit then fails the build: it must come
+  first), and ``COPY --from=<number>`` is a stage index. BuildKit substitutes no ARG in them
+  (it fails the build), so a ``$NAME`` there is reported as skipped, not substituted;
 - heredocs (``RUN <<EOF`` ... ``EOF``): their lines are not instructions.
 
 Bounded by construction (issue #10): continuations are joined and heredocs skipped in linear
@@ -34,6 +40,8 @@ from imagecheck.scanning._dfargs import (
     MAX_VALUE,
     Overflow,
     Substitution,
+    builder_flags,
+    csv_fields,
     split_words,
 )
 from imagecheck.scanning._model import (
@@ -48,40 +56,63 @@ __all__ = ["MAX_NESTING", "MAX_SUBSTITUTED", "MAX_VALUE", "images_in_dockerfile"
 _DIRECTIVE = re.compile(r"#\s*([A-Za-z][A-Za-z0-9]*)\s*=\s*(\S+)\s*")
 _HEREDOC = re.compile(r"(?<!<)<<(?!<)(-?)([\"']?)([A-Za-z0-9_.-]+)\2")
 _HEREDOC_INSTRUCTIONS = frozenset({"RUN", "COPY", "ADD"})
+# What Go's strconv.Atoi takes: BuildKit reads such a COPY --from as a stage index.
+_STAGE_INDEX = re.compile(r"[+-]?[0-9]+")
+_INT64 = 2**63
 
 
 @dataclass(frozen=True, slots=True)
 class _Instruction:
     keyword: str  # upper case
     arguments: str  # after the keyword, continuations joined
-    line: int  # of the keyword
-    # (offset in arguments, line) where each physical line's part starts
-    parts: tuple[tuple[int, int], ...]
+    # Where each physical line's part starts in arguments, and that line's number: searched
+    # once for each flag of an instruction continued over thousands of lines.
+    starts: tuple[int, ...]
+    lines: tuple[int, ...]
+
+    @property
+    def line(self) -> int:
+        """The line of the keyword."""
+        return self.lines[0]
 
     def line_at(self, offset: int) -> int:
-        index = bisect.bisect_right([start for start, _ in self.parts], offset) - 1
-        return self.parts[max(index, 0)][1]
+        return self.lines[max(bisect.bisect_right(self.starts, offset) - 1, 0)]
+
+
+@dataclass(slots=True)
+class _Stages:
+    names: set[str]  # lower case: BuildKit matches stage names case-insensitively
+    current: str | None = None  # the name of the stage read now, as written
 
 
 def images_in_dockerfile(text: str, file: str) -> Iterator[Occurrence | FileProblem]:
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     escape = _escape_directive(lines)
     substitution = Substitution(escape)
-    stages: set[str] = set()
+    stages = _Stages(set())
     seen_from = False
+    # A COPY --from names a stage when any FROM, even a later one, defines it: known at the end.
+    found: list[tuple[Occurrence | FileProblem, str | None]] = []
     for instruction in _instructions(lines, escape):
         if instruction.keyword == "ARG" and not seen_from:
             substitution.declare(instruction.arguments, instruction.line)
         elif instruction.keyword == "FROM":
             seen_from = True
-            yield from _from(instruction, file, substitution, stages)
+            stages.current = None
+            bases = _from(instruction, file, substitution, stages)
+            found.extend((result, None) for result in bases)
+        elif instruction.keyword in ("COPY", "RUN") and seen_from:
+            found.extend(_sources(instruction, file, escape, stages.current))
+    for result, source in found:
+        if source is None or source.lower() not in stages.names:
+            yield result
 
 
 def _from(
     instruction: _Instruction,
     file: str,
     substitution: Substitution,
-    stages: set[str],
+    stages: _Stages,
 ) -> Iterator[Occurrence | FileProblem]:
     words = list(split_words(instruction.arguments, substitution.escape))
     while words and words[0][0].startswith("--"):  # --platform=...
@@ -106,12 +137,72 @@ def _from(
         why = exc.message if exc.about_arg else f"the image {exc.message}"
         yield FileProblem(file, instruction.line_at(words[0][1]), f"FROM: {why}")
         return
-    if image != "scratch" and image.lower() not in stages:
+    stages.current = stage
+    if image != "scratch" and image.lower() not in stages.names:
         skipped = f"{PLACEHOLDER} {unresolved}" if unresolved else None
         line = instruction.line_at(words[0][1])
         yield Occurrence(image, file, line, "Dockerfile", stage, None, skipped)
     if stage is not None:
-        stages.add(stage.lower())  # BuildKit matches stage names case-insensitively
+        stages.names.add(stage.lower())
+
+
+def _sources(
+    instruction: _Instruction, file: str, escape: str, stage: str | None
+) -> Iterator[tuple[Occurrence | FileProblem, str | None]]:
+    """The images a ``COPY --from`` or ``RUN --mount=from=`` names, each with the text to
+    look up among the stage names (frontend/dockerfile/dockerfile2llb/convert.go,
+    ``toCommand`` and convert_runmount.go, ``detectRunMount``)."""
+    for word, offset in builder_flags(instruction.arguments, escape):
+        flag, equals, value = word.partition("=")
+        line = instruction.line_at(offset)
+        if not equals:
+            continue
+        if instruction.keyword == "COPY" and flag == "--from":
+            what = "COPY --from"
+            if _STAGE_INDEX.fullmatch(value) and abs(int(value)) < _INT64:
+                continue  # a stage index, or a build error when out of range
+        elif instruction.keyword == "RUN" and flag == "--mount":
+            what = "RUN --mount from"
+            try:
+                value = _mount_from(value)
+            except ValueError as exc:  # BuildKit fails the build too
+                yield FileProblem(file, line, f"RUN --mount: invalid CSV: {exc}"), None
+                continue
+        else:
+            continue
+        # An empty --from is the build context; a stage or an image named scratch is empty.
+        if value in ("", "scratch"):
+            continue
+        if len(value) > MAX_VALUE:
+            yield FileProblem(file, line, f"{what}: longer than {MAX_VALUE} characters"), None
+            continue
+        yield Occurrence(value, file, line, "Dockerfile", stage, None, _skip(value, what)), value
+
+
+def _mount_from(value: str) -> str:
+    """The ``from=`` of a ``--mount`` value, or ``""``.
+
+    Read whatever the mount's type (BuildKit reads ``from`` before the type, which may be an
+    ARG); like BuildKit, ``from=0`` is an image named ``0``: only ``COPY`` takes an index.
+    """
+    found = ""
+    for field in csv_fields(value):
+        key, equals, text = field.partition("=")
+        if equals and key.lower() == "from":
+            found = text
+    return found
+
+
+def _skip(image: str, what: str) -> str | None:
+    """Why the image of a ``COPY --from`` or ``--mount`` is not checked, if it is not."""
+    template = placeholder_in(image)
+    if template is None:
+        return None
+    if template.startswith("{{"):
+        return f"{PLACEHOLDER} {template}"
+    # BuildKit fails the build ("variable expansion is not supported for --from", Dockerfile
+    # frontend 1.18; moby/moby#34482); buildah substitutes the stage's ARGs.
+    return f"{PLACEHOLDER} {template}: BuildKit substitutes no ARG in {what}"
 
 
 # --- instructions --------------------------------------------------------------------------
@@ -139,17 +230,19 @@ def _instructions(lines: list[str], escape: str) -> Iterator[_Instruction]:
             continue
         keyword, first = words[0], words[1] if len(words) > 1 else ""
         # Each physical line read once and joined once, never the text joined so far again.
-        pieces, parts, offset = [first], [(0, index)], 0
+        pieces, starts, numbers, offset = [first], [0], [index], 0
         while (piece := pieces[-1].rstrip(" \t")).endswith(escape):
             pieces[-1] = piece[:-1]
             offset += len(pieces[-1])
             index = _next_content_line(lines, index)
             if index == len(lines):
                 break  # a continuation on the last line leads nowhere
-            parts.append((offset, index + 1))
+            starts.append(offset)
+            numbers.append(index + 1)
             pieces.append(lines[index])
             index += 1
-        instruction = _Instruction(keyword.upper(), "".join(pieces), parts[0][1], tuple(parts))
+        arguments = "".join(pieces)
+        instruction = _Instruction(keyword.upper(), arguments, tuple(starts), tuple(numbers))
         yield instruction
         if instruction.keyword in _HEREDOC_INSTRUCTIONS:
             index = heredocs.skip(index, instruction.arguments)

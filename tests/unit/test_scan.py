@@ -104,6 +104,14 @@ FILES: list[tuple[str, str, list[tuple[int, str]], list[tuple[int | None, str]]]
         (25, "alpine:3.20"),  # ${UNDECLARED:-alpine:3.20}
         (26, "$STAGE_ONLY"),  # an ARG after the first FROM is not seen by FROM
     ], [(28, "FROM requires either one or three arguments")]),
+    ("dockerfile-copy-from-and-mounts", "docker/sources.Dockerfile", [
+        (4, "golang:1.22"),
+        (8, "ghcr.io/example/protos:2.1"),  # the flag's own line in a continued RUN
+        (10, "tonistiigi/xx:1.4"),
+        (12, "gcr.io/distroless/static-debian12"),  # --from=build and --from=0 are stages
+        (16, "docker.io/library/busybox:1.36"),
+        (17, "$TOOLS_IMAGE"),  # BuildKit substitutes no ARG in --from: skipped
+    ], []),  # a heredoc's COPY --from is text
     ("dockerfile-suffix", "docker/app.Dockerfile", [(1, "node:22-alpine")], []),
     ("dockerfile-prefix", "docker/Dockerfile.dev", [(1, "node:22")], []),
     ("containerfile", "docker/Containerfile", [
@@ -348,6 +356,16 @@ def test_dockerfile(
     expected: list[tuple[int, str, str | None, str | None]],
     expected_problems: list[tuple[int, str]],
 ) -> None:
+    assert_dockerfile(text, expected, expected_problems)
+
+
+def assert_dockerfile(
+    text: str,
+    expected: list[tuple[int, str, str | None, str | None]],
+    expected_problems: list[tuple[int, str]],
+) -> None:
+    """The scan of ``text`` finds exactly ``expected`` (line, image, stage, skipped), in order,
+    and exactly ``expected_problems`` (line, message)."""
     occurrences, problems = scan_text(text, "Dockerfile")
     assert [(o.line, o.image, o.name, o.skipped) for o in occurrences] == expected
     assert {(o.kind, o.container, o.file) for o in occurrences} <= {
