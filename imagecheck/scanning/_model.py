@@ -5,7 +5,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["MAX_IMAGE_LENGTH", "FileProblem", "Occurrence", "placeholder_in"]
+__all__ = [
+    "MAX_IMAGE_LENGTH",
+    "FileNote",
+    "FileProblem",
+    "Occurrence",
+    "ScanReport",
+    "placeholder_in",
+]
 
 
 # An image as written (or as a Dockerfile's ARGs make it) longer than this is a problem, not an
@@ -49,6 +56,26 @@ class FileProblem:
     file: str
     line: int | None
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileNote:
+    """Files deliberately not scanned, which is not a problem: a Helm chart's raw templates
+    (``file`` is their ``templates`` directory), a ``.json`` file that is neither valid JSON
+    nor a manifest. ``message`` is one line saying why."""
+
+    file: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScanReport:
+    """What a scan found (by file, then line), what could not be read, and what was not read
+    on purpose."""
+
+    occurrences: list[Occurrence]
+    problems: list[FileProblem]
+    notes: list[FileNote]
 
 
 # Helm/Go templates, shell and compose interpolation (${IMAGE}, ${TAG:-1}), Tekton and

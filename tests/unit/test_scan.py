@@ -684,8 +684,8 @@ def test_format_given_wins_over_the_name() -> None:
 
 
 def test_unknown_format_is_a_value_error() -> None:
-    with pytest.raises(ValueError, match="unknown format 'json'"):
-        scan_text("{}", "x.json", fmt="json")
+    with pytest.raises(ValueError, match="unknown format 'toml'"):
+        scan_text("{}", "x.toml", fmt="toml")
 
 
 def test_results_are_immutable() -> None:
