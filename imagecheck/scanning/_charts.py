@@ -32,6 +32,7 @@ class ChartTemplates:
         inside a chart, or ``a.yaml`` inside its ``templates``, is recognised too.
         """
         written = PurePath(os.path.normpath(file)).parts
+        # Never without a working directory: a relative path does not exist then.
         absolute = PurePath(os.path.abspath(file)).parts
         for index in range(len(absolute) - 2, 0, -1):  # the nearest chart first
             if absolute[index] == _TEMPLATES and self._chart(os.path.join(*absolute[:index])):

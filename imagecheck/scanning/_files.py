@@ -97,7 +97,7 @@ def scan_files(
     """
     report = ScanReport([], [], [])
     listing = _listing(paths)
-    files = [entry for entry in listing if not isinstance(entry, FileProblem)]
+    total = sum(not isinstance(entry, FileProblem) for entry in listing)
     charts = ChartTemplates()
     # A chart's templates directory (absolute, however its files were named): files skipped.
     templates: dict[str, int] = {}
@@ -120,7 +120,7 @@ def scan_files(
             if note is not None:
                 notes.append(note)
         if progress is not None:
-            progress(done, len(files))
+            progress(done, total)
     report.notes.extend(
         FileNote(note, chart_note(templates[os.path.abspath(note)]))
         if isinstance(note, str)

@@ -184,3 +184,16 @@ def test_progress_counts_every_file_once(tmp_path: Path) -> None:
     )
     # values, Chart.yaml x2, 3 templates, crd, templates/pod.yaml: 8 files, each once
     assert calls == [(done, 8) for done in range(1, 9)]
+
+
+def test_a_deleted_working_directory_is_a_problem_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    report = scan_files(["templates/x.yaml"])
+    assert report == ScanReport(
+        [], [FileProblem("templates/x.yaml", None, "no such file or directory")], []
+    )
