@@ -50,6 +50,8 @@ log = logging.getLogger("imagecheck")
 
 # Errors remembered for checks in progress (one each): more than run at once, and bounded.
 MAX_LAST_ERRORS = 4096
+# Told (checks ended, checks in all): a front end's progress counter.
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -130,12 +132,17 @@ class ImageChecker:
     # -- public API ---------------------------------------------------------------------
 
     async def check_many(
-        self, items: Sequence[tuple[str, Reference]], deadline: Deadline
+        self,
+        items: Sequence[tuple[str, Reference]],
+        deadline: Deadline,
+        *,
+        checked: Progress | None = None,
     ) -> list[CheckResult]:
         """Check every ``(image text, reference)`` pair, at most ``concurrency`` at once.
 
         Results come back in input order. Checks still running at the deadline are cancelled
-        and reported as errors; the finished ones keep their answers.
+        and reported as errors; the finished ones keep their answers. ``checked`` is called
+        with (checks ended, checks in all) as each distinct reference's check ends.
         """
         limit = asyncio.Semaphore(max(1, self.options.concurrency))
         unique: dict[Reference, asyncio.Task[CheckResult]] = {}
@@ -148,6 +155,8 @@ class ImageChecker:
             if ref not in unique:
                 unique[ref] = asyncio.ensure_future(bounded(image, ref))
         tasks = list(unique.values())
+        if checked is not None:
+            _count_ends(tasks, checked)
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=deadline.remaining())
             for task in pending:
@@ -283,6 +292,19 @@ class _LastErrors:
 
     def pop(self, image: str) -> None:
         self._errors.pop(image, None)
+
+
+def _count_ends(tasks: Sequence[asyncio.Task[CheckResult]], checked: Progress) -> None:
+    """Call ``checked`` as each task ends, answered or cancelled by the deadline."""
+    ended = 0
+
+    def count(_: asyncio.Task[CheckResult]) -> None:
+        nonlocal ended
+        ended += 1
+        checked(ended, len(tasks))
+
+    for task in tasks:
+        task.add_done_callback(count)
 
 
 def _cut_short(image: str, ref: Reference, last: str | None) -> CheckResult:

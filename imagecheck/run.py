@@ -27,7 +27,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from imagecheck.client import ClientOptions, ImageChecker
+from imagecheck.client import ClientOptions, ImageChecker, Progress
 from imagecheck.credentials import Credentials, Keychain
 from imagecheck.errors import InvalidReferenceError, InvalidReferencesError, UsageError
 from imagecheck.platform import Platform, parse_platform
@@ -144,6 +144,7 @@ async def acheck(
     deadline: float = DEFAULT_DEADLINE,
     wait: float | None = None,
     progress: Callable[[str], None] | None = None,
+    checked: Progress | None = None,
     timeout: float = _DEFAULTS.timeout,
     retries: int = _DEFAULTS.retries,
     concurrency: int = _DEFAULTS.concurrency,
@@ -165,6 +166,8 @@ async def acheck(
       ``wait``); checks still running then are ``Status.ERROR`` results.
     - ``wait``: seconds to keep asking again for missing and failing images (pauses doubling
       from 1 s to 15 s); ``progress`` is called with a line before each pause.
+    - ``checked``: called with (checks ended, checks in all) as each distinct image's check
+      ends, answered or cut short (each round, with ``wait``): for a progress counter.
     - ``timeout``, ``retries``: seconds for one attempt; retries of a transient failure.
     - ``concurrency``: images checked at once.
     - ``platform``: ``"linux/arm64"``, ``"auto"`` or a ``Platform``: the image must offer it.
@@ -203,7 +206,7 @@ async def acheck(
     )
     async with ImageChecker(options, chain) as checker:
         if wait is None:
-            return await checker.check_many(items, Deadline.after(deadline))
+            return await checker.check_many(items, Deadline.after(deadline), checked=checked)
         # The last round starts when the wait ends, and still gets its own deadline.
         return await wait_for_images(
             checker,
@@ -211,6 +214,7 @@ async def acheck(
             until=Deadline.after(wait),
             round_seconds=deadline,
             progress=progress or _ignore,
+            checked=checked,
         )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from imagecheck.client import ImageChecker
+from imagecheck.client import ImageChecker, Progress
 from imagecheck.reference import Reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline, Sleep
@@ -22,6 +22,7 @@ async def wait_for_images(
     until: Deadline,
     round_seconds: float,
     progress: Callable[[str], None],
+    checked: Progress | None = None,
     sleep: Sleep = asyncio.sleep,
     initial: float = 1.0,
     maximum: float = 15.0,
@@ -30,14 +31,15 @@ async def wait_for_images(
 
     No round starts after ``until``; the last one is checked right at it. Each round has
     ``round_seconds`` (the run's usual deadline) of its own. Pauses between rounds double
-    from ``initial`` to ``maximum``. Results are in input order.
+    from ``initial`` to ``maximum``. Results are in input order. ``progress`` is told of each
+    pause; ``checked``, of each check's end (counted afresh each round).
     """
     latest: dict[str, CheckResult] = {}
     pending = list(items)
     pause = initial
     while pending:
         round_deadline = Deadline.after(round_seconds, until.clock)
-        for result in await checker.check_many(pending, round_deadline):
+        for result in await checker.check_many(pending, round_deadline, checked=checked):
             latest[result.image] = result
         pending = [(image, ref) for image, ref in pending if latest[image].status in KEEP_WAITING]
         left = until.remaining()

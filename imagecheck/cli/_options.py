@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import click
 
 from imagecheck.cli._app import run_async, setup_logging
+from imagecheck.cli._progress import MIN_IMAGES, counter
 from imagecheck.cli._types import Count, MirrorPair, PlatformChoice, RegistryHost, Seconds
 from imagecheck.client import ClientOptions
 from imagecheck.credentials import Credentials
@@ -291,12 +292,15 @@ def check_valid(
     settings: CheckSettings,
     *,
     pod_pull_secrets: Sequence[tuple[str, str]] = (),
-    announce: str | None = None,
 ) -> list[CheckResult]:
     """Check ``images`` (all valid references) as the options say: the credentials read
-    first (``announce``, if any, then goes to stderr), the results explained."""
+    first, the results explained. Many images show a counter on a terminal's stderr (not
+    with --verbose, whose log lines would break it)."""
     credentials = read_credentials(settings)
-    if announce is not None:
-        click.echo(f"imagecheck: {announce}", err=True)
-    checking = acheck(images, **settings.run_options(credentials, pod_pull_secrets))
-    return explain_all(run_async(checking))
+    progress = None if settings.verbose else counter("checked", "images", MIN_IMAGES)
+    options = settings.run_options(credentials, pod_pull_secrets)
+    try:
+        return explain_all(run_async(acheck(images, checked=progress, **options)))
+    finally:
+        if progress is not None:
+            progress.close()

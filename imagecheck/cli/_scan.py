@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -19,16 +19,22 @@ from imagecheck.cli._options import (
     require_credentials_host,
     start_run,
 )
+from imagecheck.cli._progress import MIN_FILES, counter
 from imagecheck.errors import UsageError
-from imagecheck.render import render_scan_github, render_scan_json, render_scan_text
+from imagecheck.render import (
+    render_scan_github,
+    render_scan_json,
+    render_scan_list_json,
+    render_scan_list_text,
+    render_scan_text,
+)
 from imagecheck.result import CheckResult
 
 if TYPE_CHECKING:  # scanning needs PyYAML: imported when scan runs, not by `check`
-    from imagecheck.scanning import FileProblem, Occurrence
+    from imagecheck.scanning import FileProblem, ScanReport
 
-# A progress line on stderr (a terminal only) when a scan checks more images than this.
-PROGRESS_MIN = 20
 RENDERERS = {"text": render_scan_text, "json": render_scan_json, "github": render_scan_github}
+LIST_RENDERERS = {"text": render_scan_list_text, "json": render_scan_list_json}
 
 
 @cli.command(epilog=SCAN_EXIT_CODES_HELP)
@@ -48,46 +54,88 @@ RENDERERS = {"text": render_scan_text, "json": render_scan_json, "github": rende
     help="Template placeholders ({{ .Values.image }}, ${IMAGE}) count as invalid references "
     "instead of being skipped.",
 )
+@click.option(
+    "--list",
+    "list_only",
+    is_flag=True,
+    help="Only list what the files hold (text or json), checking nothing: no registry is "
+    "contacted, no credentials read. Exit 0, or 2 on invalid references or files.",
+)
 @check_options
-def scan(paths: tuple[str, ...], output: str, strict: bool, **options: Any) -> None:
+def scan(
+    paths: tuple[str, ...], output: str, strict: bool, list_only: bool, **options: Any
+) -> None:
     """Find every image in PATHS and check each distinct one once.
 
-    PATHS are Kubernetes YAML files (every workload kind, List, custom resources with a pod
-    template), Docker Compose files, Dockerfiles, directories (recursively), or - for stdin
-    (helm template ... | imagecheck scan -). Invalid files are reported (exit 2) and the rest
-    is still checked; so are the files that are not read: anything but a regular file, a
-    file over the size limit, a link out of the directory scanned (or, for a relative PATH,
-    out of the working directory).
+    PATHS are Kubernetes manifests (every workload kind, List, custom resources with a pod
+    template) and Docker Compose files, in YAML or JSON; Dockerfiles; directories
+    (recursively); or - for stdin (helm template ... | imagecheck scan -). Invalid files are
+    reported (exit 2) and the rest is still checked; so are the files that are not read:
+    anything but a regular file, a file over the size limit, a link out of the directory
+    scanned (or, for a relative PATH, out of the working directory). A Helm chart's raw
+    templates, and JSON files that are not manifests, are skipped with a note.
     """
     settings = start_run(options)
+    if list_only:
+        list_images(paths, output, strict, settings)
     require_credentials_host(settings, "scan")
     if settings.password_stdin and "-" in paths:
         raise UsageError("--password-stdin and - (manifests on stdin) cannot share standard input")
-    occurrences, problems = find_images(paths, strict)
-    distinct = list(dict.fromkeys(o.image for o in occurrences if not o.skipped))
+    report = find_images(paths, strict)
+    distinct = list(dict.fromkeys(o.image for o in report.occurrences if not o.skipped))
     results = {r.image: r for r in check_distinct(distinct, settings)}
-    text = RENDERERS[output](occurrences, results, problems)
+    text = RENDERERS[output](report.occurrences, results, report.problems, report.notes)
     if text:
         click.echo(text)
+    echo_problems(report.problems, output)
+    # A file that could not be read is bad input (exit 2); the rest was still checked.
+    conclude(list(results.values()), settings, invalid_input=bool(report.problems))
+
+
+def list_images(
+    paths: Sequence[str], output: str, strict: bool, settings: CheckSettings
+) -> NoReturn:
+    """``--list``: every occurrence, the invalid references named, nothing sent or read but
+    the files (credentials, even --password-stdin, are left alone)."""
+    if output not in LIST_RENDERERS:
+        raise UsageError(f"--list prints text or json, not {output}")
+    report = find_images(paths, strict)
+    invalid = invalid_results(dict.fromkeys(o.image for o in report.occurrences if not o.skipped))
+    text = LIST_RENDERERS[output](
+        report.occurrences, {r.image: r for r in invalid}, report.problems, report.notes
+    )
+    if text:
+        click.echo(text)
+    echo_problems(report.problems, output)
+    conclude(invalid, settings, invalid_input=bool(report.problems))
+
+
+def echo_problems(problems: Sequence[FileProblem], output: str) -> None:
+    """Text output shows them in place; the other formats keep stdout for machines."""
     for problem in problems if output != "text" else []:
         click.echo(
             f"imagecheck: error: {problem.file}:{problem.line or 0}: {problem.message}", err=True
         )
-    # A file that could not be read is bad input (exit 2); the rest was still checked.
-    conclude(list(results.values()), settings, invalid_input=bool(problems))
 
 
-def find_images(paths: Sequence[str], strict: bool) -> tuple[list[Occurrence], list[FileProblem]]:
-    """Every image in ``paths``, and the files that could not be read."""
-    from imagecheck.scanning import PLACEHOLDER, scan_paths  # noqa: PLC0415 - PyYAML, only here
+def find_images(paths: Sequence[str], strict: bool) -> ScanReport:
+    """Every image in ``paths``, the files that could not be read, and those skipped; a
+    counter of files on a terminal's stderr while a large tree is read."""
+    from imagecheck.scanning import PLACEHOLDER, scan_files  # noqa: PLC0415 - PyYAML, only here
 
-    occurrences, problems = scan_paths(paths, stdin=sys.stdin)
+    progress = counter("scanned", "files", MIN_FILES)
+    try:
+        report = scan_files(paths, stdin=sys.stdin, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
     if strict:  # placeholders become references (invalid ones); compose builds stay skipped
         occurrences = [
             replace(o, skipped=None) if o.skipped and o.skipped.startswith(PLACEHOLDER) else o
-            for o in occurrences
+            for o in report.occurrences
         ]
-    return occurrences, problems
+        report = replace(report, occurrences=occurrences)
+    return report
 
 
 def check_distinct(images: list[str], settings: CheckSettings) -> list[CheckResult]:
@@ -98,7 +146,4 @@ def check_distinct(images: list[str], settings: CheckSettings) -> list[CheckResu
     valid = [image for image in images if image not in bad]
     if not valid:
         return invalid
-    announce = None
-    if len(valid) > PROGRESS_MIN and sys.stderr.isatty():
-        announce = f"checking {len(valid)} distinct images..."
-    return invalid + check_valid(valid, settings, announce=announce)
+    return invalid + check_valid(valid, settings)

@@ -1,17 +1,20 @@
 """``imagecheck scan``'s first half: find the image references in files, without the network.
 
 Reads Kubernetes manifests (every workload kind, ``List`` items, custom resources with a pod
-template), Docker Compose files (``services.<name>.image``) and Dockerfiles (``FROM``, with
-``ARG`` defaults substituted)::
+template), Docker Compose files (``services.<name>.image``), both in YAML or JSON, and
+Dockerfiles (``FROM``, with ``ARG`` defaults substituted)::
 
-    occurrences, problems = scan_paths(["k8s/", "docker-compose.yml", "Dockerfile"])
+    report = scan_files(["k8s/", "docker-compose.yml", "Dockerfile"])
+    occurrences, problems = scan_paths(["k8s/"])  # the same, without the notes
 
 Each :class:`Occurrence` is the reference *as written*, with its file and line; it is not
 parsed here, so an invalid one still comes back for the checker to report. A template
 placeholder (``{{ .Values.image }}``, ``${IMAGE}``, ``$(TAG)``, an ``ARG`` without a default)
 comes back with ``skipped`` saying so. A file that cannot be read, or a YAML document that
 does not parse, is a :class:`FileProblem`; the other documents and files are still scanned.
-Results are ordered by file (as given; sorted within a directory), then by line.
+Files skipped on purpose (a Helm chart's raw templates, a ``.json`` file that is not a
+manifest) are each a :class:`FileNote`, which is not a failure. Results are ordered by file
+(as given; sorted within a directory), then by line.
 
 Files may come from a hostile pull request (issue #10): only regular files are read, capped,
 never through a link out of the directory scanned; ARG substitution, YAML nesting, merge keys
@@ -21,17 +24,29 @@ and aliases are bounded, and each limit crossed is a :class:`FileProblem` on its
 - ``_manifests``: Kubernetes and Compose images in those nodes
 - ``_dockerfile``: ``FROM`` lines, continuations, stages
 - ``_dfargs``: ``ARG`` substitution (quotes, escapes, ``${NAME:-default}``), bounded
-- ``_files``: which files, read how; ``scan_text`` and ``scan_paths``
+- ``_json``: which ``.json`` files are manifests, and their text for the YAML reader
+- ``_charts``: which files are a Helm chart's templates
+- ``_files``: which files, read how; ``scan_text``, ``scan_files`` and ``scan_paths``
 """
 
-from imagecheck.scanning._files import scan_paths, scan_text
-from imagecheck.scanning._model import BUILT_BY_COMPOSE, PLACEHOLDER, FileProblem, Occurrence
+from imagecheck.scanning._files import scan_files, scan_paths, scan_text
+from imagecheck.scanning._model import (
+    BUILT_BY_COMPOSE,
+    PLACEHOLDER,
+    FileNote,
+    FileProblem,
+    Occurrence,
+    ScanReport,
+)
 
 __all__ = [
     "BUILT_BY_COMPOSE",
     "PLACEHOLDER",
+    "FileNote",
     "FileProblem",
     "Occurrence",
+    "ScanReport",
+    "scan_files",
     "scan_paths",
     "scan_text",
 ]

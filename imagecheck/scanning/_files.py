@@ -5,27 +5,40 @@ most :data:`MAX_FILE_BYTES` of each (:func:`imagecheck.files.read_regular_file`)
 found in a directory is followed only to a file inside that directory, and a relative PATH
 (``imagecheck scan $(git diff --name-only)``) only to one inside the working directory; a
 file yields at most :data:`MAX_PROBLEMS` problems.
+
+Some files are skipped on purpose, each with a :class:`FileNote` rather than a problem: a Helm
+chart's raw templates (``_charts``), a ``.json`` file that is not a manifest (``_json``).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path, PurePath
 from typing import TextIO
 
 from imagecheck.errors import UsageError
 from imagecheck.files import read_regular_file, size_text
+from imagecheck.scanning._charts import ChartTemplates, chart_note
 from imagecheck.scanning._dockerfile import images_in_dockerfile
+from imagecheck.scanning._json import is_json_name, manifest_text
 from imagecheck.scanning._manifests import AliasBudget, Found, images_in_document
-from imagecheck.scanning._model import FileProblem, Occurrence
+from imagecheck.scanning._model import FileNote, FileProblem, Occurrence, ScanReport
 from imagecheck.scanning._yamltree import SyntaxProblem, documents
 
-__all__ = ["MAX_FILE_BYTES", "MAX_PROBLEMS", "MAX_STDIN_BYTES", "STDIN", "scan_paths", "scan_text"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_PROBLEMS",
+    "MAX_STDIN_BYTES",
+    "STDIN",
+    "scan_files",
+    "scan_paths",
+    "scan_text",
+]
 
 STDIN = "<stdin>"
-FORMATS = ("yaml", "dockerfile")
+FORMATS = ("yaml", "json", "dockerfile")
 # A manifest or Dockerfile written by hand is a few KiB. The worst 4 MiB of YAML (a million
 # scalars in one flow sequence, up to _yamltree.MAX_NODES) takes ~200 MB and 5-10 s.
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -36,8 +49,8 @@ MAX_STDIN_BYTES = 32 * 1024 * 1024
 # every YAML syntax error re-parses the rest of the file, and the output stays short.
 MAX_PROBLEMS = 100
 _CHUNK = 64 * 1024
-# Found in a directory walk: YAML files and Dockerfiles.
-_YAML_SUFFIXES = (".yaml", ".yml")
+# Found in a directory walk: YAML and JSON files, and Dockerfiles.
+_SUFFIXES = (".yaml", ".yml", ".json")
 _SKIPPED_DIRECTORIES = frozenset({"node_modules"})
 
 
@@ -46,28 +59,31 @@ def scan_text(
 ) -> tuple[list[Occurrence], list[FileProblem]]:
     """The images in one file's text, by line, and what could not be read.
 
-    ``fmt`` is ``"yaml"`` (Kubernetes manifests, Compose files) or ``"dockerfile"``; None
-    guesses from ``file``'s name (``Dockerfile``, ``Dockerfile.*``, ``*.Dockerfile``,
-    ``Containerfile``...), else YAML. ``file`` is only used to name the file in results.
-    After :data:`MAX_PROBLEMS` problems, one more says that the rest is not scanned.
+    ``fmt`` is ``"yaml"`` (Kubernetes manifests, Compose files), ``"json"`` (the same, in
+    JSON: see ``_json`` for which JSON files hold images) or ``"dockerfile"``; None guesses
+    from ``file``'s name (``Dockerfile``, ``Dockerfile.*``, ``*.Dockerfile``,
+    ``Containerfile``...; ``*.json``), else YAML. ``file`` is only used to name the file in
+    results. After :data:`MAX_PROBLEMS` problems, one more says that the rest is not scanned.
+    A JSON text that is not read is neither: :func:`scan_files` returns its note.
     """
-    if fmt is None:
-        fmt = "dockerfile" if is_dockerfile_name(file) else "yaml"
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    text = text.removeprefix("\ufeff")
-    found: Iterable[Found]
-    if fmt == "dockerfile":
-        found = (((0, 0), result) for result in images_in_dockerfile(text, file))  # in order
-    else:
-        found = _yaml_results(text, file)
-    kept = sorted(_bounded(found, file), key=lambda item: item[0])  # stable: by position
-    return _split([result for _, result in kept])
+    occurrences, problems, _ = _scan_text(text, file, fmt)
+    return occurrences, problems
 
 
 def scan_paths(
     paths: Sequence[str], *, stdin: TextIO | None = None
 ) -> tuple[list[Occurrence], list[FileProblem]]:
+    """:func:`scan_files`' occurrences and problems, without its notes."""
+    report = scan_files(paths, stdin=stdin)
+    return report.occurrences, report.problems
+
+
+def scan_files(
+    paths: Sequence[str],
+    *,
+    stdin: TextIO | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ScanReport:
     """Scan files, directories (recursively) and ``-`` (``stdin``, else ``sys.stdin``).
 
     Files come in the order given, a directory's files sorted by path; hidden files and
@@ -75,28 +91,102 @@ def scan_paths(
     directories not followed. A file reached twice is scanned once. A path that does not
     exist, a file that is not a regular file, is too large, is a link out of the directory
     scanned (or, for a relative PATH, out of the working directory), or cannot be read as
-    UTF-8 text, is a :class:`FileProblem`; none of these is read.
+    UTF-8 text, is a :class:`FileProblem`; none of these is read. A Helm chart's templates
+    are not read either: a :class:`FileNote` for each chart's ``templates`` directory says
+    so. ``progress`` is called with (files done, files in all) after each file.
     """
-    occurrences: list[Occurrence] = []
+    report = ScanReport([], [], [])
+    listing = _listing(paths)
+    total = sum(not isinstance(entry, FileProblem) for entry in listing)
+    charts = ChartTemplates()
+    # A chart's templates directory (absolute, however its files were named): files skipped.
+    templates: dict[str, int] = {}
+    notes: list[str | FileNote] = []  # in file order; a chart's directory at its first file
+    done = 0
+    for entry in listing:
+        if isinstance(entry, FileProblem):
+            report.problems.append(entry)
+            continue
+        file, root = entry
+        done += 1
+        directory = None if file == "-" else charts.directory(file)
+        if directory is not None:
+            key = os.path.abspath(directory)
+            if key not in templates:
+                notes.append(directory)
+            templates[key] = templates.get(key, 0) + 1
+        else:
+            note = _scan_file(file, root, stdin or sys.stdin, report)
+            if note is not None:
+                notes.append(note)
+        if progress is not None:
+            progress(done, total)
+    report.notes.extend(
+        FileNote(note, chart_note(templates[os.path.abspath(note)]))
+        if isinstance(note, str)
+        else note
+        for note in notes
+    )
+    return report
+
+
+def _listing(paths: Sequence[str]) -> list[tuple[str, str | None] | FileProblem]:
+    """Every file to read, once, with the directory it must stay in (None: anywhere), and
+    the paths that cannot be, in the order met: listed first, so that progress has a total."""
+    listing: list[tuple[str, str | None] | FileProblem] = []
     problems: list[FileProblem] = []
     seen: set[str] = set()
     for path in paths:
         for file, root in _files(path, problems):
+            listing.extend(problems)
+            problems.clear()
             key = file if file == "-" else os.path.realpath(file)
-            if key in seen:
-                continue
-            seen.add(key)
-            name = STDIN if file == "-" else file
-            text = _read_stream(stdin or sys.stdin) if file == "-" else _read(file, root)
-            if isinstance(text, bytes):
-                text = _decode(text, name)
-            if isinstance(text, FileProblem):
-                problems.append(text)
-                continue
-            found, file_problems = scan_text(text, name)
-            occurrences.extend(found)
-            problems.extend(file_problems)
-    return occurrences, problems
+            if key not in seen:
+                seen.add(key)
+                listing.append((file, root))
+        listing.extend(problems)
+        problems.clear()
+    return listing
+
+
+def _scan_file(file: str, root: str | None, stdin: TextIO, report: ScanReport) -> FileNote | None:
+    """Read and scan one file into ``report``; its note, if it was not read on purpose."""
+    name = STDIN if file == "-" else file
+    text = _read_stream(stdin) if file == "-" else _read(file, root)
+    if isinstance(text, bytes):
+        text = _decode(text, name)
+    if isinstance(text, FileProblem):
+        report.problems.append(text)
+        return None
+    found, problems, note = _scan_text(text, name, None)
+    report.occurrences.extend(found)
+    report.problems.extend(problems)
+    return note
+
+
+def _scan_text(
+    text: str, file: str, fmt: str | None
+) -> tuple[list[Occurrence], list[FileProblem], FileNote | None]:
+    if fmt is None:
+        fmt = "dockerfile" if is_dockerfile_name(file) else "json" if is_json_name(file) else "yaml"
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    text = text.removeprefix("\ufeff")
+    if fmt == "json":
+        manifest = manifest_text(text, file)
+        if manifest is None or isinstance(manifest, FileNote):
+            return [], [], manifest
+        if isinstance(manifest, FileProblem):
+            return [], [manifest], None
+        text, fmt = manifest, "yaml"
+    found: Iterable[Found]
+    if fmt == "dockerfile":
+        found = (((0, 0), result) for result in images_in_dockerfile(text, file))  # in order
+    else:
+        found = _yaml_results(text, file)
+    kept = sorted(_bounded(found, file), key=lambda item: item[0])  # stable: by position
+    occurrences, problems = _split([result for _, result in kept])
+    return occurrences, problems, None
 
 
 def is_dockerfile_name(file: str) -> bool:
@@ -156,7 +246,7 @@ def _files(path: str, problems: list[FileProblem]) -> Iterator[tuple[str, str | 
             return
         yield from ((file, path) for file in _walk(path, problems))
     elif os.path.exists(path):
-        # Named files that are neither YAML nor Dockerfiles hold no images we read: skip them,
+        # Named files that are neither YAML, JSON nor Dockerfiles hold no images we read: skip them,
         # so that `imagecheck scan $(git diff --name-only)` works on any change.
         if _scanned_in_directories(os.path.basename(path)):
             yield path, confined_to
@@ -252,4 +342,4 @@ def _decode(data: bytes, file: str) -> str | FileProblem:
 
 
 def _scanned_in_directories(name: str) -> bool:
-    return name.lower().endswith(_YAML_SUFFIXES) or is_dockerfile_name(name)
+    return name.lower().endswith(_SUFFIXES) or is_dockerfile_name(name)

@@ -6,10 +6,13 @@ import re
 from dataclasses import dataclass
 
 __all__ = [
+    "BUILT_BY_KO",
     "KO_PREFIX",
     "MAX_IMAGE_LENGTH",
+    "FileNote",
     "FileProblem",
     "Occurrence",
+    "ScanReport",
     "as_checked",
     "placeholder_in",
 ]
@@ -60,6 +63,26 @@ class FileProblem:
     file: str
     line: int | None
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileNote:
+    """Files deliberately not scanned, which is not a problem: a Helm chart's raw templates
+    (``file`` is their ``templates`` directory), a ``.json`` file that is neither valid JSON
+    nor a manifest. ``message`` is one line saying why."""
+
+    file: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScanReport:
+    """What a scan found (by file, then line), what could not be read, and what was not read
+    on purpose."""
+
+    occurrences: list[Occurrence]
+    problems: list[FileProblem]
+    notes: list[FileNote]
 
 
 # Helm/Go templates, shell and compose interpolation (${IMAGE}, ${TAG:-1}), Tekton and

@@ -8,7 +8,6 @@ environment is isolated so no real credential source is read.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,31 +22,6 @@ from imagecheck.result import CheckResult, Status
 
 DIGEST = "sha256:" + "ab" * 32
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-
-
-@pytest.fixture
-def env(tmp_path: Path, one_ca_file: Path) -> dict[str, str | None]:
-    """No credential source but the ones a test writes; a small trust store (speed only)."""
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    return {
-        "DOCKER_CONFIG": str(empty),
-        "XDG_RUNTIME_DIR": str(empty),
-        "REGISTRY_AUTH_FILE": None,
-        "DOCKER_AUTH_CONFIG": None,
-        "IMAGECHECK_PULL_SECRETS": None,
-        "IMAGECHECK_USERNAME": None,
-        "IMAGECHECK_PASSWORD": None,
-        "SSL_CERT_FILE": str(one_ca_file),
-        "SSL_CERT_DIR": None,
-    }
-
-
-@pytest.fixture
-def network() -> Iterator[respx.MockRouter]:
-    """Every request the CLI makes goes here; unrouted ones fail."""
-    with respx.mock(assert_all_called=False, assert_all_mocked=True) as mock:
-        yield mock
 
 
 def run(args: list[str], env: dict[str, str | None], stdin: str | None = None) -> Result:

@@ -123,3 +123,30 @@ ERRORS: list[tuple[str, ImagecheckError, str]] = [
 @pytest.mark.parametrize(("error", "line"), [c[1:] for c in ERRORS], ids=[c[0] for c in ERRORS])
 def test_error_text_is_one_line_with_its_hint(error: ImagecheckError, line: str) -> None:
     assert error_text(error) == line
+
+
+def test_scan_outputs_show_where_a_rewritten_image_was_written() -> None:
+    from imagecheck.render import (  # noqa: PLC0415 - scan renderers with their types
+        render_scan_list_json,
+        render_scan_list_text,
+        render_scan_text,
+    )
+    from imagecheck.scanning import FileNote, Occurrence  # noqa: PLC0415 - PyYAML
+
+    rewritten = Occurrence(
+        "app:2\x1b[2J", "kustomization.yaml", 4, "Deployment", "web", "app",
+        origin="base/deploy.yaml:9",
+    )  # fmt: skip
+    note = FileNote("chart/templates", "skipped\nforged line")
+    invalid = {rewritten.image: CheckResult(rewritten.image, None, Status.INVALID, "bad")}
+    assert render_scan_list_text([rewritten], invalid, [], [note]).splitlines() == [
+        "FILE:LINE             KIND/NAME       CONTAINER  IMAGE",
+        "kustomization.yaml:4  Deployment/web  app        'app:2\\x1b[2J'"
+        "  (invalid: bad; rewrites base/deploy.yaml:9)",
+        "note     chart/templates  skipped?forged line",
+    ]
+    [listed] = json.loads(render_scan_list_json([rewritten], invalid, [], [note]))["occurrences"]
+    assert (listed["origin"], listed["invalid"]) == ("base/deploy.yaml:9", "bad")
+    assert render_scan_text([rewritten], invalid, []).splitlines()[-1] == (
+        "    kustomization.yaml:4 (Deployment/web, container app, rewrites base/deploy.yaml:9)"
+    )

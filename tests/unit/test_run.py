@@ -222,3 +222,36 @@ def test_credentials_go_only_to_the_hosts_named(network: respx.MockRouter, isola
     sent = [c.request for c in network.calls if c.request.url.host == "two.test"]
     assert sent
     assert not any("Authorization" in r.headers for r in sent)
+
+
+# -- checked: a progress counter's calls ------------------------------------------------------
+
+
+def test_checked_counts_each_distinct_reference_once(
+    network: respx.MockRouter, isolated: Path
+) -> None:
+    network.get("https://registry.test/v2/").respond(200)
+    network.head(url__regex=r"/v2/app/manifests/").respond(404)
+    counts: list[tuple[int, int]] = []
+    images = ["registry.test/app:1", "registry.test/app:2", "registry.test/app:1"]
+    results = imagecheck.check(images, checked=lambda *count: counts.append(count))
+    assert len(results) == 3
+    assert counts == [(1, 2), (2, 2)]
+
+
+def test_checked_counts_checks_the_deadline_cut_short(
+    network: respx.MockRouter, isolated: Path
+) -> None:
+    async def never(_: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(60)
+        raise AssertionError("unreachable")
+
+    network.get("https://registry.test/v2/").mock(side_effect=never)
+    counts: list[tuple[int, int]] = []
+    results = imagecheck.check(
+        ["registry.test/a:1", "registry.test/b:1"],
+        deadline=0.1,
+        checked=lambda *count: counts.append(count),
+    )
+    assert {r.status for r in results} == {imagecheck.Status.ERROR}
+    assert counts == [(1, 2), (2, 2)]

@@ -464,7 +464,9 @@ def test_an_alias_bomb_is_not_expanded() -> None:
         for p, c in zip("abcdefgh", "bcdefghi", strict=True)
     ]
     text = "\n".join([*levels, "kind: Pod", "spec: {containers: *i}", ""])
-    message = "aliases lead to more than 100,000 values to read: the rest of the file is not scanned"
+    message = (
+        "aliases lead to more than 100,000 values to read: the rest of the file is not scanned"
+    )
     assert scan_text(text, "bomb.yaml") == ([], [FileProblem("bomb.yaml", 5, message)])
 
 
@@ -707,8 +709,8 @@ def test_format_given_wins_over_the_name() -> None:
 
 
 def test_unknown_format_is_a_value_error() -> None:
-    with pytest.raises(ValueError, match="unknown format 'json'"):
-        scan_text("{}", "x.json", fmt="json")
+    with pytest.raises(ValueError, match="unknown format 'toml'"):
+        scan_text("{}", "x.toml", fmt="toml")
 
 
 def test_results_are_immutable() -> None:

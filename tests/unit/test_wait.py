@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from imagecheck.client import ImageChecker
+from imagecheck.client import ImageChecker, Progress
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline
@@ -28,9 +28,16 @@ class FakeChecker:
         self.rounds: list[list[str]] = []
 
     async def check_many(
-        self, items: Sequence[tuple[str, Reference]], deadline: Deadline
+        self,
+        items: Sequence[tuple[str, Reference]],
+        deadline: Deadline,
+        *,
+        checked: Progress | None = None,
     ) -> list[CheckResult]:
         self.rounds.append([image for image, _ in items])
+        for ended in range(1, len(items) + 1):
+            if checked is not None:
+                checked(ended, len(items))
         out = []
         for image, ref in items:
             statuses = self.script[image]
@@ -45,6 +52,7 @@ def run_wait(
     clock = Clock()
     sleeps: list[float] = []
     lines: list[str] = []
+    counts: list[tuple[int, int]] = []
 
     async def sleep(seconds: float) -> None:
         sleeps.append(seconds)
@@ -59,9 +67,11 @@ def run_wait(
             until=Deadline.after(wait, clock),
             round_seconds=60,
             progress=lines.append,
+            checked=lambda ended, total: counts.append((ended, total)),
             sleep=sleep,
         )
     )
+    assert counts == [(ended, len(r)) for r in checker.rounds for ended in range(1, len(r) + 1)]
     return results, checker, sleeps, lines
 
 
