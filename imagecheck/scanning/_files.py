@@ -18,6 +18,7 @@ from typing import TextIO
 from imagecheck.errors import UsageError
 from imagecheck.files import read_regular_file, size_text
 from imagecheck.scanning._dockerfile import images_in_dockerfile
+from imagecheck.scanning._kustomize import KUSTOMIZATION_NAMES, Root, rendered
 from imagecheck.scanning._manifests import AliasBudget, Found, images_in_document
 from imagecheck.scanning._model import FileProblem, Occurrence
 from imagecheck.scanning._yamltree import SyntaxProblem, documents
@@ -75,11 +76,13 @@ def scan_paths(
     directories not followed. A file reached twice is scanned once. A path that does not
     exist, a file that is not a regular file, is too large, is a link out of the directory
     scanned (or, for a relative PATH, out of the working directory), or cannot be read as
-    UTF-8 text, is a :class:`FileProblem`; none of these is read.
+    UTF-8 text, is a :class:`FileProblem`; none of these is read. A kustomization's images
+    come as kustomize renders them (:mod:`imagecheck.scanning._kustomize`).
     """
     occurrences: list[Occurrence] = []
     problems: list[FileProblem] = []
     seen: set[str] = set()
+    kustomizations: list[Root] = []  # rendered last: their overlays and bases may come later
     for path in paths:
         for file, root in _files(path, problems):
             key = file if file == "-" else os.path.realpath(file)
@@ -93,10 +96,12 @@ def scan_paths(
             if isinstance(text, FileProblem):
                 problems.append(text)
                 continue
+            if PurePath(name).name in KUSTOMIZATION_NAMES:
+                kustomizations.append(Root(name, text, root, len(occurrences), len(problems)))
             found, file_problems = scan_text(text, name)
             occurrences.extend(found)
             problems.extend(file_problems)
-    return occurrences, problems
+    return rendered(kustomizations, occurrences, problems, seen)
 
 
 def is_dockerfile_name(file: str) -> bool:
@@ -252,4 +257,8 @@ def _decode(data: bytes, file: str) -> str | FileProblem:
 
 
 def _scanned_in_directories(name: str) -> bool:
-    return name.lower().endswith(_YAML_SUFFIXES) or is_dockerfile_name(name)
+    return (
+        name.lower().endswith(_YAML_SUFFIXES)
+        or is_dockerfile_name(name)
+        or name in KUSTOMIZATION_NAMES
+    )
