@@ -23,6 +23,7 @@ from imagecheck.files import read_regular_file, size_text
 from imagecheck.scanning._charts import ChartTemplates, chart_note
 from imagecheck.scanning._dockerfile import images_in_dockerfile
 from imagecheck.scanning._json import is_json_name, manifest_text
+from imagecheck.scanning._kustomize import KUSTOMIZATION_NAMES, Root, rendered
 from imagecheck.scanning._manifests import AliasBudget, Found, images_in_document
 from imagecheck.scanning._model import FileNote, FileProblem, Occurrence, ScanReport
 from imagecheck.scanning._yamltree import SyntaxProblem, documents
@@ -93,7 +94,9 @@ def scan_files(
     scanned (or, for a relative PATH, out of the working directory), or cannot be read as
     UTF-8 text, is a :class:`FileProblem`; none of these is read. A Helm chart's templates
     are not read either: a :class:`FileNote` for each chart's ``templates`` directory says
-    so. ``progress`` is called with (files done, files in all) after each file.
+    so. A kustomization's images come as kustomize renders them
+    (:mod:`imagecheck.scanning._kustomize`). ``progress`` is called with (files done, files
+    in all) after each file.
     """
     report = ScanReport([], [], [])
     listing = _listing(paths)
@@ -102,6 +105,7 @@ def scan_files(
     # A chart's templates directory (absolute, however its files were named): files skipped.
     templates: dict[str, int] = {}
     notes: list[str | FileNote] = []  # in file order; a chart's directory at its first file
+    kustomizations: list[Root] = []  # rendered last: their overlays and bases may come later
     done = 0
     for entry in listing:
         if isinstance(entry, FileProblem):
@@ -116,11 +120,15 @@ def scan_files(
                 notes.append(directory)
             templates[key] = templates.get(key, 0) + 1
         else:
-            note = _scan_file(file, root, stdin or sys.stdin, report)
+            note = _scan_file(file, root, stdin or sys.stdin, report, kustomizations)
             if note is not None:
                 notes.append(note)
         if progress is not None:
             progress(done, total)
+    read = {os.path.realpath(e[0]) for e in listing if not isinstance(e, FileProblem)}
+    report.occurrences[:], report.problems[:] = rendered(
+        kustomizations, report.occurrences, report.problems, read
+    )
     report.notes.extend(
         FileNote(note, chart_note(templates[os.path.abspath(note)]))
         if isinstance(note, str)
@@ -149,8 +157,11 @@ def _listing(paths: Sequence[str]) -> list[tuple[str, str | None] | FileProblem]
     return listing
 
 
-def _scan_file(file: str, root: str | None, stdin: TextIO, report: ScanReport) -> FileNote | None:
-    """Read and scan one file into ``report``; its note, if it was not read on purpose."""
+def _scan_file(
+    file: str, root: str | None, stdin: TextIO, report: ScanReport, kustomizations: list[Root]
+) -> FileNote | None:
+    """Read and scan one file into ``report``; its note, if it was not read on purpose. A
+    kustomization is also kept in ``kustomizations``, with where its results go."""
     name = STDIN if file == "-" else file
     text = _read_stream(stdin) if file == "-" else _read(file, root)
     if isinstance(text, bytes):
@@ -158,6 +169,12 @@ def _scan_file(file: str, root: str | None, stdin: TextIO, report: ScanReport) -
     if isinstance(text, FileProblem):
         report.problems.append(text)
         return None
+    if PurePath(name).name in KUSTOMIZATION_NAMES:
+        where = (len(report.occurrences), len(report.problems))
+        # A directory named by a relative path: its overlays' bases may be anywhere in the
+        # working directory (`scan overlays/prod/` reads ../../base), as named files may.
+        confined_to = _cwd() if root is not None and not _leaves_cwd(root) else root
+        kustomizations.append(Root(name, text, confined_to, *where))
     found, problems, note = _scan_text(text, name, None)
     report.occurrences.extend(found)
     report.problems.extend(problems)
@@ -342,4 +359,6 @@ def _decode(data: bytes, file: str) -> str | FileProblem:
 
 
 def _scanned_in_directories(name: str) -> bool:
-    return name.lower().endswith(_SUFFIXES) or is_dockerfile_name(name)
+    return (
+        name.lower().endswith(_SUFFIXES) or is_dockerfile_name(name) or name in KUSTOMIZATION_NAMES
+    )
