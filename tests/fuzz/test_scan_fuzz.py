@@ -222,6 +222,7 @@ def make_tree(top: Path, entries: list[File], special: list[str], host: str) -> 
 
 def judge_output(done: Any, output: str) -> None:
     if output == "json":
+        assert len(done.out) == done.stdout_size, f"stdout over what is kept\n{done!r}"
         try:
             data = json.loads(done.out)
         except ValueError:

@@ -413,6 +413,62 @@ def test_every_kind_names_each_missing_image_and_its_container(
     assert kind in message
 
 
+def test_a_tekton_task_s_steps_and_sidecars_are_checked(
+    webhook: Webhook, registry_plain: RegistryEndpoint
+) -> None:
+    """Any kind's containers, found by shape as scan finds them (issue #13): a Task whose
+    sidecar's image was never pushed is refused, naming the sidecar; its step's
+    ``$(params.image)`` is the Tekton controller's to fill in, so it is not checked."""
+    ref = registry_plain.ref
+    task = {
+        "apiVersion": "tekton.dev/v1",
+        "kind": "Task",
+        "metadata": {"name": "build", "namespace": "team-a"},
+        "spec": {
+            "stepTemplate": {"image": ref(FOUND), "env": []},
+            "steps": [
+                {"name": "compile", "image": ref(FOUND_DOCKER), "script": "make"},
+                {"name": "push", "image": "$(params.image)"},
+            ],
+            "sidecars": [{"name": "cache", "image": ref("sample/app:gone-tekton-sidecar")}],
+        },
+    }
+    answer = webhook.review(task)
+    assert answer["allowed"] is False
+    message = answer["status"]["message"]
+    assert names_pair(message, "cache", ref("sample/app:gone-tekton-sidecar")), message
+    assert "'compile'" not in message and "'stepTemplate'" not in message
+    assert "params.image" not in message
+    task["spec"]["sidecars"] = [{"name": "cache", "image": ref(FOUND_INDEX)}]
+    answer = webhook.review(task)
+    assert answer["allowed"] is True
+    assert answer["warnings"] == [
+        "container 'push': image '$(params.image)' not checked: "
+        "a template placeholder its controller fills in"
+    ]
+
+
+def test_an_argo_workflow_s_templates_are_checked(
+    webhook: Webhook, registry_plain: RegistryEndpoint
+) -> None:
+    ref = registry_plain.ref
+    workflow = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {"generateName": "hello-", "namespace": "team-a"},
+        "spec": {
+            "templates": [
+                {"name": "main", "steps": [[{"name": "a", "template": "say"}]]},
+                {"name": "say", "container": {"image": ref(FOUND), "command": ["true"]}},
+                {"name": "gen", "script": {"image": ref("sample/gone-argo:1"), "source": "1"}},
+            ]
+        },
+    }
+    answer = webhook.review(workflow)
+    assert answer["allowed"] is False
+    assert names_pair(answer["status"]["message"], "gen", ref("sample/gone-argo:1"))
+
+
 @pytest.mark.parametrize("on_error", ["pass", "fail"])
 def test_found_over_token_auth_and_tls(
     request: pytest.FixtureRequest, registry_token: RegistryEndpoint, on_error: str
