@@ -1,14 +1,15 @@
 """``imagecheck scan``'s first half: find the image references in files, without the network.
 
-Reads Kubernetes manifests (every workload kind, ``List`` items, custom resources with a pod
-template), Docker Compose files (``services.<name>.image``), both in YAML or JSON, and
-Dockerfiles (``FROM``, with ``ARG`` defaults substituted)::
+Reads Kubernetes manifests (containers found by shape in any kind, :mod:`imagecheck.workload`;
+``List`` items), Docker Compose files (``services.<name>.image``), both in YAML or JSON,
+kustomizations (their ``images:`` overrides rendered), and Dockerfiles (``FROM``, ``COPY
+--from``, ``RUN --mount=from=``, with ``ARG`` defaults substituted)::
 
     report = scan_files(["k8s/", "docker-compose.yml", "Dockerfile"])
     occurrences, problems = scan_paths(["k8s/"])  # the same, without the notes
 
-Each :class:`Occurrence` is the reference *as written*, with its file and line; it is not
-parsed here, so an invalid one still comes back for the checker to report. A template
+Each :class:`Occurrence` is the reference *as written* (or as rendered: ``${TAG:-1}``'s
+default, a kustomize override, with ``origin``), with its file and line; it is not parsed here, so an invalid one still comes back for the checker to report. A template
 placeholder (``{{ .Values.image }}``, ``${IMAGE}``, ``$(TAG)``, an ``ARG`` without a default)
 comes back with ``skipped`` saying so. A file that cannot be read, or a YAML document that
 does not parse, is a :class:`FileProblem`; the other documents and files are still scanned.
@@ -22,11 +23,13 @@ and aliases are bounded, and each limit crossed is a :class:`FileProblem` on its
 
 - ``_yamltree``: YAML events into nodes that keep their lines, aliases included
 - ``_manifests``: Kubernetes and Compose images in those nodes
-- ``_dockerfile``: ``FROM`` lines, continuations, stages
+- ``_dockerfile``: ``FROM``, ``COPY --from``, ``RUN --mount`` lines, continuations, stages
 - ``_dfargs``: ``ARG`` substitution (quotes, escapes, ``${NAME:-default}``), bounded
 - ``_json``: which ``.json`` files are manifests, and their text for the YAML reader
 - ``_charts``: which files are a Helm chart's templates
-- ``_files``: which files, read how; ``scan_text``, ``scan_files`` and ``scan_paths``
+- ``_kustfile``, ``_kustomize``: a kustomization read, and rendered over its resources
+- ``_paths``: which files, read how (walks, confinement, bounded reads)
+- ``_files``: ``scan_text``, ``scan_files`` and ``scan_paths``
 """
 
 from imagecheck.scanning._files import scan_files, scan_paths, scan_text

@@ -1,10 +1,9 @@
-"""Which files are scanned, and how each is read: the entry points of the package.
+"""The entry points of the package: scan files (which ones, read how: ``_paths``), text by
+format, and the kustomizations met on the way (``_kustomize``).
 
-Every file may come from a hostile pull request (issue #10): only regular files are read, at
-most :data:`MAX_FILE_BYTES` of each (:func:`imagecheck.files.read_regular_file`); a link
-found in a directory is followed only to a file inside that directory, and a relative PATH
-(``imagecheck scan $(git diff --name-only)``) only to one inside the working directory; a
-file yields at most :data:`MAX_PROBLEMS` problems.
+Every file may come from a hostile pull request (issue #10): ``_paths`` reads only regular
+files, bounded, never through a link out of what is scanned; a file yields at most
+:data:`MAX_PROBLEMS` problems.
 
 Some files are skipped on purpose, each with a :class:`FileNote` rather than a problem: a Helm
 chart's raw templates (``_charts``), a ``.json`` file that is not a manifest (``_json``).
@@ -15,17 +14,28 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import TextIO
 
-from imagecheck.errors import UsageError
-from imagecheck.files import read_regular_file, size_text
 from imagecheck.scanning._charts import ChartTemplates, chart_note
 from imagecheck.scanning._dockerfile import images_in_dockerfile
 from imagecheck.scanning._json import is_json_name, manifest_text
-from imagecheck.scanning._kustomize import KUSTOMIZATION_NAMES, Root, rendered
+from imagecheck.scanning._kustfile import KUSTOMIZATION_NAMES
+from imagecheck.scanning._kustomize import Root, rendered
 from imagecheck.scanning._manifests import AliasBudget, Found, images_in_document
 from imagecheck.scanning._model import FileNote, FileProblem, Occurrence, ScanReport
+from imagecheck.scanning._paths import (
+    MAX_FILE_BYTES,
+    MAX_STDIN_BYTES,
+    STDIN,
+    cwd,
+    decode,
+    files_named,
+    is_dockerfile_name,
+    leaves_cwd,
+    read_file,
+    read_stream,
+)
 from imagecheck.scanning._yamltree import SyntaxProblem, documents
 
 __all__ = [
@@ -38,21 +48,10 @@ __all__ = [
     "scan_text",
 ]
 
-STDIN = "<stdin>"
 FORMATS = ("yaml", "json", "dockerfile")
-# A manifest or Dockerfile written by hand is a few KiB. The worst 4 MiB of YAML (a million
-# scalars in one flow sequence, up to _yamltree.MAX_NODES) takes ~200 MB and 5-10 s.
-MAX_FILE_BYTES = 4 * 1024 * 1024
-# stdin carries a whole rendered chart (helm template --include-crds: several MiB of CRDs);
-# a document's size is bounded on its own (_yamltree.MAX_NODES).
-MAX_STDIN_BYTES = 32 * 1024 * 1024
 # After this many, a file's problems are one more line, and the rest of the file is not read:
 # every YAML syntax error re-parses the rest of the file, and the output stays short.
 MAX_PROBLEMS = 100
-_CHUNK = 64 * 1024
-# Found in a directory walk: YAML and JSON files, and Dockerfiles.
-_SUFFIXES = (".yaml", ".yml", ".json")
-_SKIPPED_DIRECTORIES = frozenset({"node_modules"})
 
 
 def scan_text(
@@ -145,7 +144,7 @@ def _listing(paths: Sequence[str]) -> list[tuple[str, str | None] | FileProblem]
     problems: list[FileProblem] = []
     seen: set[str] = set()
     for path in paths:
-        for file, root in _files(path, problems):
+        for file, root in files_named(path, problems):
             listing.extend(problems)
             problems.clear()
             key = file if file == "-" else os.path.realpath(file)
@@ -163,9 +162,9 @@ def _scan_file(
     """Read and scan one file into ``report``; its note, if it was not read on purpose. A
     kustomization is also kept in ``kustomizations``, with where its results go."""
     name = STDIN if file == "-" else file
-    text = _read_stream(stdin) if file == "-" else _read(file, root)
+    text = read_stream(stdin) if file == "-" else read_file(file, root)
     if isinstance(text, bytes):
-        text = _decode(text, name)
+        text = decode(text, name)
     if isinstance(text, FileProblem):
         report.problems.append(text)
         return None
@@ -173,7 +172,7 @@ def _scan_file(
         where = (len(report.occurrences), len(report.problems))
         # A directory named by a relative path: its overlays' bases may be anywhere in the
         # working directory (`scan overlays/prod/` reads ../../base), as named files may.
-        confined_to = _cwd() if root is not None and not _leaves_cwd(root) else root
+        confined_to = cwd() if root is not None and not leaves_cwd(root) else root
         kustomizations.append(Root(name, text, confined_to, *where))
     found, problems, note = _scan_text(text, name, None)
     report.occurrences.extend(found)
@@ -204,14 +203,6 @@ def _scan_text(
     kept = sorted(_bounded(found, file), key=lambda item: item[0])  # stable: by position
     occurrences, problems = _split([result for _, result in kept])
     return occurrences, problems, None
-
-
-def is_dockerfile_name(file: str) -> bool:
-    name = PurePath(file).name.lower()
-    return any(
-        name == base or name.startswith(f"{base}.") or name.endswith(f".{base}")
-        for base in ("dockerfile", "containerfile")
-    )
 
 
 def _yaml_results(text: str, file: str) -> Iterator[Found]:
@@ -247,118 +238,3 @@ def _split(
     occurrences = [result for result in results if isinstance(result, Occurrence)]
     problems = [result for result in results if isinstance(result, FileProblem)]
     return occurrences, problems
-
-
-def _files(path: str, problems: list[FileProblem]) -> Iterator[tuple[str, str | None]]:
-    """The files ``path`` names, each with the directory it must stay in (None: anywhere)."""
-    if path == "-":
-        yield path, None
-        return
-    # `imagecheck scan $(git diff --name-only)`: the pull request, not the user, chose these
-    # names, and a committed link may lead anywhere. A path written with .. or from / was.
-    confined_to = None if _leaves_cwd(path) else _cwd()
-    if os.path.isdir(path):
-        if confined_to is not None and not _is_within(os.path.realpath(path), confined_to):
-            problems.append(FileProblem(path, None, f"not scanned: {_outside(confined_to)}"))
-            return
-        yield from ((file, path) for file in _walk(path, problems))
-    elif os.path.exists(path):
-        # Named files that are neither YAML, JSON nor Dockerfiles hold no images we read: skip them,
-        # so that `imagecheck scan $(git diff --name-only)` works on any change.
-        if _scanned_in_directories(os.path.basename(path)):
-            yield path, confined_to
-    else:
-        problems.append(FileProblem(path, None, "no such file or directory"))
-
-
-def _leaves_cwd(path: str) -> bool:
-    """Whether ``path`` is absolute or climbs out of the working directory, as written."""
-    return os.path.isabs(path) or PurePath(os.path.normpath(path)).parts[:1] == (os.pardir,)
-
-
-def _cwd() -> str | None:
-    try:
-        return os.getcwd()
-    except OSError:  # deleted: then no relative path opens anything either
-        return None
-
-
-def _outside(directory: str) -> str:
-    return f"a symbolic link to outside {directory}"
-
-
-def _is_within(path: str, directory: str) -> bool:
-    """Whether ``path`` is ``directory`` or under it; both absolute and already resolved."""
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
-def _walk(top: str, problems: list[FileProblem]) -> Iterator[str]:
-    def unreadable(exc: OSError) -> None:
-        problems.append(FileProblem(str(exc.filename), None, f"cannot read: {exc.strerror}"))
-
-    found: list[str] = []
-    # Links to directories are listed in `subdirectories` and, without followlinks, not
-    # entered: no link cycle, no tree outside `top`.
-    for directory, subdirectories, files in os.walk(top, onerror=unreadable):
-        subdirectories[:] = [d for d in subdirectories if not _skipped(d)]
-        found.extend(
-            os.path.join(directory, name)
-            for name in files
-            if not _skipped(name) and _scanned_in_directories(name)
-        )
-    # By path components, so that a/b.yaml < a/c/d.yaml < a/e.yaml whatever the separator.
-    yield from sorted(found, key=lambda file: PurePath(file).parts)
-
-
-def _skipped(name: str) -> bool:
-    return name.startswith(".") or name in _SKIPPED_DIRECTORIES
-
-
-class _NotRead(UsageError):
-    """Why a file was not read, in one line (imagecheck.files words it)."""
-
-
-def _read(file: str, root: str | None) -> bytes | FileProblem:
-    """The file's bytes; with ``root``, only if its real path is inside ``root``'s.
-
-    What is checked is opened (a link swapped in between is followed: that takes someone
-    running code on the machine during the scan, which a checkout of a pull request is not).
-    """
-    if root is not None and not _is_within(os.path.realpath(file), os.path.realpath(root)):
-        return FileProblem(file, None, f"not scanned: {_outside(root)}")
-    try:
-        return read_regular_file(Path(file), limit=MAX_FILE_BYTES, what="file", error=_NotRead)
-    except _NotRead as exc:
-        return FileProblem(file, None, str(exc))
-
-
-def _read_stream(stream: TextIO) -> bytes | str | FileProblem:
-    """At most :data:`MAX_STDIN_BYTES` of ``stream``: its bytes (text if it has no buffer)."""
-    too_large = FileProblem(STDIN, None, f"not scanned: larger than {size_text(MAX_STDIN_BYTES)}")
-    buffer = getattr(stream, "buffer", None)  # sys.stdin has one; io.StringIO does not
-    if buffer is None:
-        text = stream.read(MAX_STDIN_BYTES + 1)  # characters: never more than their bytes
-        return too_large if len(text) > MAX_STDIN_BYTES else text
-    chunks: list[bytes] = []
-    size = 0
-    while size <= MAX_STDIN_BYTES:
-        chunk = buffer.read(_CHUNK)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return too_large if size > MAX_STDIN_BYTES else b"".join(chunks)
-
-
-def _decode(data: bytes, file: str) -> str | FileProblem:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        return FileProblem(file, line, f"not UTF-8 text: byte {data[exc.start]:#04x}")
-
-
-def _scanned_in_directories(name: str) -> bool:
-    return (
-        name.lower().endswith(_SUFFIXES) or is_dockerfile_name(name) or name in KUSTOMIZATION_NAMES
-    )

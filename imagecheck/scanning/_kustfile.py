@@ -23,7 +23,11 @@ from imagecheck.scanning._yamltree import (
     documents,
 )
 
+# konfig.RecognizedKustomizationFileNames(), in kustomize's order.
+KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+
 __all__ = [
+    "KUSTOMIZATION_NAMES",
     "MAX_WALK",
     "REMOTE_SHAPE",
     "Kustomization",

@@ -48,8 +48,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from imagecheck.scanning import _files
+from imagecheck.scanning import _files, _paths
 from imagecheck.scanning._kustfile import (
+    KUSTOMIZATION_NAMES,
     REMOTE_SHAPE,
     Kustomization,
     Override,
@@ -73,8 +74,6 @@ __all__ = [
     "rendered",
 ]
 
-# konfig.RecognizedKustomizationFileNames(), in kustomize's order.
-KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 MAX_DEPTH = 32  # overlays of overlays are a few deep
 MAX_FILES = 5000  # read for the kustomizations of one scan, beyond what scan_paths read
 MAX_IMAGES = 100_000  # in one kustomization: bases shared by many (diamonds) multiply
@@ -317,13 +316,13 @@ class _Session:
             return
         path = os.path.normpath(os.path.join(os.path.dirname(at.file), entry))
         real = self.real(path)
-        if not _files._is_within(real, into.confined):
+        if not _paths.is_within(real, into.confined):
             raise at.problem(f"not read: outside {into.confined}")
         if os.path.isdir(path):
             self._include(at, path, into, component=component)
         elif component or not os.path.lexists(path):
             raise at.problem(f"no such {'directory' if component else 'file or directory'}")
-        elif not _files._is_within(real, into.stack[-1]):
+        elif not _paths.is_within(real, into.stack[-1]):
             raise at.problem(
                 "not under the kustomization's directory (kustomize's load restrictor)"
             )
@@ -334,7 +333,7 @@ class _Session:
         real = self.real(path)
         if real in into.stack:
             raise at.problem("a cycle: it includes this kustomization")
-        if _files._is_within(into.stack[-1], real):  # fileloader.go errIfArgEqualOrHigher
+        if _paths.is_within(into.stack[-1], real):  # fileloader.go errIfArgEqualOrHigher
             raise at.problem("the kustomization's own directory or one above it")
         if len(into.stack) >= MAX_DEPTH:
             raise at.problem(f"kustomizations nested more than {MAX_DEPTH} deep")
@@ -377,8 +376,8 @@ class _Session:
         self._reads += 1
         if self._reads > MAX_FILES:
             raise at.problem(f"not read: more than {MAX_FILES:,} files for kustomizations")
-        data = _files._read(path, confined)
-        text = _files._decode(data, path) if isinstance(data, bytes) else data
+        data = _paths.read_file(path, confined)
+        text = _paths.decode(data, path) if isinstance(data, bytes) else data
         if isinstance(text, FileProblem):
             raise at.problem(text.message)
         return text

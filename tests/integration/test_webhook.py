@@ -420,7 +420,7 @@ def test_a_tekton_task_s_steps_and_sidecars_are_checked(
     sidecar's image was never pushed is refused, naming the sidecar; its step's
     ``$(params.image)`` is the Tekton controller's to fill in, so it is not checked."""
     ref = registry_plain.ref
-    task = {
+    task: dict[str, Any] = {
         "apiVersion": "tekton.dev/v1",
         "kind": "Task",
         "metadata": {"name": "build", "namespace": "team-a"},
