@@ -9,13 +9,14 @@ kustomizations (their ``images:`` overrides rendered), and Dockerfiles (``FROM``
     occurrences, problems = scan_paths(["k8s/"])  # the same, without the notes
 
 Each :class:`Occurrence` is the reference *as written* (or as rendered: ``${TAG:-1}``'s
-default, a kustomize override, with ``origin``), with its file and line; it is not parsed here, so an invalid one still comes back for the checker to report. A template
-placeholder (``{{ .Values.image }}``, ``${IMAGE}``, ``$(TAG)``, an ``ARG`` without a default)
-comes back with ``skipped`` saying so. A file that cannot be read, or a YAML document that
-does not parse, is a :class:`FileProblem`; the other documents and files are still scanned.
-Files skipped on purpose (a Helm chart's raw templates, a ``.json`` file that is not a
-manifest) are each a :class:`FileNote`, which is not a failure. Results are ordered by file
-(as given; sorted within a directory), then by line.
+default, a kustomize override, with ``origin``), with its file and line; it is not parsed here,
+so an invalid one still comes back for the checker to report. A template placeholder (``{{
+.Values.image }}``, ``${IMAGE}``, ``$(TAG)``, an ``ARG`` without a default) comes back with
+``skipped`` saying so. A file that cannot be read, or a YAML document that does not parse, is a
+:class:`FileProblem`; the other documents and files are still scanned. Files skipped on purpose
+(a Helm chart's raw templates, a ``.json`` file that is not a manifest) are each a
+:class:`FileNote`, which is not a failure. Results are ordered by file (as given; sorted within
+a directory), then by line.
 
 Files may come from a hostile pull request (issue #10): only regular files are read, capped,
 never through a link out of the directory scanned; ARG substitution, YAML nesting, merge keys
