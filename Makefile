@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint unit integration agreement bench bench-scan bench-webhook bench-webhook-soak system-deps venv clean
+.PHONY: demo test lint unit integration agreement bench bench-scan bench-corpus bench-webhook bench-webhook-soak system-deps venv clean
 
 system-deps:
 	@scripts/system-deps.sh
@@ -42,6 +42,9 @@ bench: system-deps venv
 
 bench-scan: system-deps venv
 	$(BIN)/python benchmarks/scan_tree.py
+
+bench-corpus: venv
+	$(BIN)/python benchmarks/scan_corpus.py
 
 bench-webhook: system-deps venv
 	$(BIN)/python benchmarks/webhook_load.py
