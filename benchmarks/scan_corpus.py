@@ -1,14 +1,15 @@
 """Find the images in the real-world corpus: files/s and peak memory, no network (issue #13).
 
-Usage: ``python benchmarks/scan_corpus.py [--rounds K] [--corpus DIR] [--json]`` (defaults:
-5 rounds over tests/fixtures/corpus).
+Usage: ``python benchmarks/scan_corpus.py [--rounds K] [--copies N] [--corpus DIR] [--json]``
+(defaults: 5 rounds over 40 copies of tests/fixtures/corpus, some 2,800 files: the size of the
+3,300-file survey that issue #13 reports).
 
-Each round runs, one after the other:
+The corpus is copied N times into a temporary directory (each copy in a directory of its own),
+so that the figures measure finding images, not the interpreter's start-up. Each round runs,
+one after the other:
 
 * ``python -m imagecheck scan --list --output json DIR``: find and list every occurrence,
-  nothing checked. Until ``scan --list`` exists, ``python -c`` calling
-  :func:`imagecheck.scanning.scan_paths` on DIR in a child process stands in for it (the row
-  says which ran): the same finding, without the CLI's start-up and printing;
+  nothing checked, no network; verified: exactly N times the occurrences of one copy;
 * ``grep -rn image: DIR``: the floor, a text search that reads every file but understands
   none (it misses Dockerfiles and JSON, and finds commented-out lines).
 
@@ -28,6 +29,7 @@ import os
 import shutil
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,13 +51,6 @@ from imagecheck.scanning import scan_paths
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "corpus"
 SCANNED_SUFFIXES = (".yaml", ".yml", ".json")
-# Stands in for `scan --list` until the flag exists: the occurrences, as JSON, on stdout.
-FALLBACK = (
-    "import json, sys\n"
-    "from imagecheck.scanning import scan_paths\n"
-    "found, problems = scan_paths([sys.argv[1]])\n"
-    "print(json.dumps([[o.file, o.line, o.image, o.skipped] for o in found]))\n"
-)
 
 
 def scanned_files(corpus: Path) -> int:
@@ -67,24 +62,8 @@ def scanned_files(corpus: Path) -> int:
     )
 
 
-def has_list_flag(env: dict[str, str]) -> bool:
-    child = run_child([sys.executable, "-m", "imagecheck", "scan", "--help"], env)
-    return b"--list" in child.stdout
-
-
-def scan_argv(corpus: Path, with_list: bool) -> list[str]:
-    if with_list:
-        return [
-            sys.executable,
-            "-m",
-            "imagecheck",
-            "scan",
-            "--list",
-            "--output",
-            "json",
-            str(corpus),
-        ]
-    return [sys.executable, "-c", FALLBACK, str(corpus)]
+def scan_argv(corpus: Path) -> list[str]:
+    return [sys.executable, "-m", "imagecheck", "scan", "--list", "-o", "json", str(corpus)]
 
 
 def check_scan(child: Child) -> int:
@@ -121,6 +100,7 @@ def timed(argv: Sequence[str], env: dict[str, str], rounds: int) -> tuple[list[f
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--copies", type=int, default=40)
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--json", action="store_true", help="figures as JSON on stdout")
     args = parser.parse_args(argv)
@@ -138,12 +118,21 @@ def run(args: argparse.Namespace) -> int:
         raise BenchmarkError(f"no corpus at {corpus}, or no grep", EXIT_UNAVAILABLE)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    files = scanned_files(corpus)
-    with_list = has_list_flag(env)
-    scan_name = "imagecheck scan --list" if with_list else "scan_paths (no --list yet)"
+    one_copy, _ = scan_paths([str(corpus)])
+    with tempfile.TemporaryDirectory(prefix="scan-corpus-") as scratch:
+        tree = Path(scratch)
+        for copy in range(args.copies):
+            shutil.copytree(corpus, tree / f"copy{copy:03d}", symlinks=True)
+        return measure(args, tree, grep, env, len(one_copy) * args.copies)
+
+
+def measure(
+    args: argparse.Namespace, tree: Path, grep: str, env: dict[str, str], expected: int
+) -> int:
+    files = scanned_files(tree)
     rows = {
-        scan_name: (scan_argv(corpus, with_list), check_scan),
-        "grep -rn image:": ([grep, "-rn", "image:", str(corpus)], check_grep),
+        "imagecheck scan --list": (scan_argv(tree), check_scan),
+        "grep -rn image:": ([grep, "-rn", "image:", str(tree)], check_grep),
     }
     figures: dict[str, dict[str, float | int]] = {}
     for name, (command, check) in rows.items():
@@ -152,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
         found = check(child)
         peak = run_child(command, env, small_parent=True)
         check(peak)
+        if name.startswith("imagecheck") and found != expected:
+            raise wrong_answer(f"scan listed {found} occurrences, not {expected}")
         median = statistics.median(times)
         figures[name] = {
             "median_s": round(median, 4),
@@ -161,10 +152,11 @@ def run(args: argparse.Namespace) -> int:
             "found": found,
         }
     start = time.perf_counter()
-    occurrences, _ = scan_paths([str(corpus)])
+    occurrences, _ = scan_paths([str(tree)])
     in_process = time.perf_counter() - start
     summary = {
-        "corpus": str(corpus),
+        "corpus": str(args.corpus),
+        "copies": args.copies,
         "files": files,
         "rounds": args.rounds,
         "rows": figures,
@@ -180,7 +172,10 @@ def run(args: argparse.Namespace) -> int:
 
 def report(summary: dict[str, object]) -> None:
     out = sys.stderr
-    print(f"corpus: {summary['files']} files, {summary['rounds']} rounds", file=out)
+    print(
+        f"corpus: {summary['copies']} copies, {summary['files']} files, {summary['rounds']} rounds",
+        file=out,
+    )
     print(f"{'row':32} {'median s':>9} {'files/s':>9} {'peak MiB':>9} {'found':>6}", file=out)
     rows = summary["rows"]
     assert isinstance(rows, dict)
