@@ -20,27 +20,78 @@ The library never prints and never exits; ``imagecheck.cli`` does both. The modu
 (``client.ImageChecker``, ``sources.default_keychain``, ...) are there for finer control.
 """
 
+from __future__ import annotations
+
+from imagecheck._lazy import load_export
+
+# typing.TYPE_CHECKING without importing typing (some 10 ms with the re it pulls in): type
+# checkers treat any name TYPE_CHECKING as true.
+TYPE_CHECKING = False
+
+# Static, not importlib.metadata (itself some 10 ms of imports): `imagecheck --version` and the
+# User-Agent read it. It must match pyproject.toml's version (tests/unit/test_lazy_imports.py).
 __version__ = "0.1.0"
 
-from imagecheck.credentials import Credentials
-from imagecheck.errors import (
-    AuthenticationError,
-    CertificateError,
-    CredentialsError,
-    DeadlineExceeded,
-    Hint,
-    ImagecheckError,
-    InvalidReferenceError,
-    InvalidReferencesError,
-    ProtocolError,
-    RegistryError,
-    TransientError,
-    UsageError,
-)
-from imagecheck.exitcodes import ExitCode, error_exit_code, exit_code
-from imagecheck.reference import Reference, parse_reference
-from imagecheck.result import CheckResult, Status
-from imagecheck.run import acheck, check
+# The public names are loaded on first use (PEP 562): `import imagecheck` alone, as
+# `imagecheck --version` does, costs nothing, and `check` pulls in httpx, asyncio and the
+# credential sources only when it is called for (issue #14).
+_EXPORTS = {
+    "Credentials": "imagecheck.credentials",
+    "AuthenticationError": "imagecheck.errors",
+    "CertificateError": "imagecheck.errors",
+    "CredentialsError": "imagecheck.errors",
+    "DeadlineExceeded": "imagecheck.errors",
+    "Hint": "imagecheck.errors",
+    "ImagecheckError": "imagecheck.errors",
+    "InvalidReferenceError": "imagecheck.errors",
+    "InvalidReferencesError": "imagecheck.errors",
+    "ProtocolError": "imagecheck.errors",
+    "RegistryError": "imagecheck.errors",
+    "TransientError": "imagecheck.errors",
+    "UsageError": "imagecheck.errors",
+    "ExitCode": "imagecheck.exitcodes",
+    "error_exit_code": "imagecheck.exitcodes",
+    "exit_code": "imagecheck.exitcodes",
+    "Reference": "imagecheck.reference",
+    "parse_reference": "imagecheck.reference",
+    "CheckResult": "imagecheck.result",
+    "Status": "imagecheck.result",
+    "acheck": "imagecheck.run",
+    "check": "imagecheck.run",
+}
+
+if TYPE_CHECKING:  # what mypy and IDEs see: the same names, imported eagerly
+    from imagecheck.credentials import Credentials
+    from imagecheck.errors import (
+        AuthenticationError,
+        CertificateError,
+        CredentialsError,
+        DeadlineExceeded,
+        Hint,
+        ImagecheckError,
+        InvalidReferenceError,
+        InvalidReferencesError,
+        ProtocolError,
+        RegistryError,
+        TransientError,
+        UsageError,
+    )
+    from imagecheck.exitcodes import ExitCode, error_exit_code, exit_code
+    from imagecheck.reference import Reference, parse_reference
+    from imagecheck.result import CheckResult, Status
+    from imagecheck.run import acheck, check
+
+
+if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt name for it
+
+    def __getattr__(name: str) -> object:
+        """Import the module that defines ``name`` on first access, then keep it here."""
+        return load_export(__name__, _EXPORTS, name, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "AuthenticationError",

@@ -8,16 +8,34 @@ library (``imagecheck.run``) once, renders the results, and exits with the code
 - ``_check``, ``_scan``, ``_serve``: one command each
 """
 
-import logging
+from __future__ import annotations
+
 import os
 import sys
 
-from imagecheck.cli._app import EXIT_CODES_HELP, cli
-from imagecheck.cli._check import check
-from imagecheck.cli._scan import scan
-from imagecheck.cli._serve import serve
-from imagecheck.cli._types import duration, mirror_pair
-from imagecheck.exitcodes import ExitCode
+from imagecheck._lazy import load_export
+
+# Nothing heavy at import: the console script imports this module before main() runs, and a
+# Ctrl-C then would be Python's traceback. main() imports the command line inside its try, and
+# the group imports a command's module only when that command runs (issue #14).
+TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the name as true
+
+if TYPE_CHECKING:
+    from imagecheck.cli._app import EXIT_CODES_HELP, cli
+    from imagecheck.cli._check import check
+    from imagecheck.cli._scan import scan
+    from imagecheck.cli._serve import serve
+    from imagecheck.cli._types import duration, mirror_pair
+
+_EXPORTS = {
+    "EXIT_CODES_HELP": "imagecheck.cli._app",
+    "cli": "imagecheck.cli._app",
+    "check": "imagecheck.cli._check",
+    "scan": "imagecheck.cli._scan",
+    "serve": "imagecheck.cli._serve",
+    "duration": "imagecheck.cli._types",
+    "mirror_pair": "imagecheck.cli._types",
+}
 
 __all__ = [
     "EXIT_CODES_HELP",
@@ -31,6 +49,13 @@ __all__ = [
 ]
 
 
+if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt name for it
+
+    def __getattr__(name: str) -> object:
+        """The names above, imported on first use (PEP 562)."""
+        return load_export(__name__, _EXPORTS, name, globals())
+
+
 def main() -> None:
     """Console entry point.
 
@@ -38,7 +63,15 @@ def main() -> None:
     tearing the interpreter down (freeing every module httpx, asyncio and click loaded) costs
     about 45 ms, a tenth of a 100-image check, and nothing is left to clean up by then.
     """
+    # httpx imports its own command line (click, pygments, rich) when they are installed, and
+    # fails quietly when they are not; imagecheck never runs it. Marked absent, the import fails
+    # at once: 5-15 ms of a check's start-up in an environment that has pygments (issue #14).
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     try:
+        # Inside the try: a Ctrl-C while click and the command's modules load is "interrupted".
+        # Through this package's __getattr__, which loads and keeps it.
+        from imagecheck.cli import cli  # noqa: PLC0415
+
         cli(prog_name="imagecheck")
         code: object = 0
     except SystemExit as exc:
@@ -51,7 +84,8 @@ def main() -> None:
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    logging.shutdown()
+    if "logging" in sys.modules:  # loaded by the commands that log; nothing to flush if not
+        sys.modules["logging"].shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code or 0)
@@ -65,6 +99,7 @@ def _internal_error(exc: Exception) -> int:
     only catches what escaped (issue #10). ``IMAGECHECK_DEBUG=1`` shows the traceback.
     """
     from imagecheck.bounded import printable  # noqa: PLC0415 - only on the way out
+    from imagecheck.exitcodes import ExitCode  # noqa: PLC0415
 
     if os.environ.get("IMAGECHECK_DEBUG"):
         import traceback  # noqa: PLC0415 - only on the way out

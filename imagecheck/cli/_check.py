@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from imagecheck.cli._app import EXIT_CODES_HELP, cli
+from imagecheck.cli._app import EXIT_CODES_HELP
 from imagecheck.cli._options import (
     CheckSettings,
     check_options,
@@ -17,11 +17,10 @@ from imagecheck.cli._options import (
     write_termination_log,
 )
 from imagecheck.errors import RegistryError, UsageError
-from imagecheck.kube import InCluster, KubeClient
 from imagecheck.render import render_json, render_text
 
 
-@cli.command(epilog=EXIT_CODES_HELP)
+@click.command(epilog=EXIT_CODES_HELP)
 @click.argument("images", nargs=-1)
 @click.option(
     "-o",
@@ -90,6 +89,8 @@ def read_pod(
     self_container: str, with_secrets: bool, settings: CheckSettings
 ) -> tuple[list[str], list[tuple[str, str]]]:
     """The pod's other images and, if asked, its pull secrets' JSON, from the API."""
+    from imagecheck.kube import InCluster, KubeClient  # noqa: PLC0415 - --from-pod only
+
     try:
         cluster = InCluster.from_env()
         with KubeClient(cluster, timeout=settings.timeout) as kube:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from imagecheck.cli._app import SCAN_EXIT_CODES_HELP, cli
+from imagecheck.cli._app import SCAN_EXIT_CODES_HELP
 from imagecheck.cli._options import (
     CheckSettings,
     check_options,
@@ -37,7 +37,7 @@ RENDERERS = {"text": render_scan_text, "json": render_scan_json, "github": rende
 LIST_RENDERERS = {"text": render_scan_list_text, "json": render_scan_list_json}
 
 
-@cli.command(epilog=SCAN_EXIT_CODES_HELP)
+@click.command(epilog=SCAN_EXIT_CODES_HELP)
 @click.argument("paths", nargs=-1, required=True)
 @click.option(
     "-o",

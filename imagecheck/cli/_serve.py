@@ -12,7 +12,6 @@ from typing import Any
 import click
 
 from imagecheck import run
-from imagecheck.cli._app import cli
 from imagecheck.cli._options import (
     MAX_TTL,
     CheckSettings,
@@ -30,7 +29,7 @@ Endpoints: POST /validate (AdmissionReview admission.k8s.io/v1), GET /healthz, /
 Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate, config)."""
 
 
-@cli.command(epilog=SERVE_HELP)
+@click.command(epilog=SERVE_HELP)
 @click.option(
     "--listen",
     default="0.0.0.0:8443",
