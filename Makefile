@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint unit integration agreement bench bench-scan bench-corpus bench-webhook bench-webhook-soak system-deps venv clean
+.PHONY: demo test lint unit integration agreement bench bench-scan bench-corpus bench-startup bench-webhook bench-webhook-soak system-deps venv clean
 
 system-deps:
 	@scripts/system-deps.sh
@@ -45,6 +45,9 @@ bench-scan: system-deps venv
 
 bench-corpus: venv
 	$(BIN)/python benchmarks/scan_corpus.py
+
+bench-startup: system-deps venv
+	$(BIN)/python benchmarks/startup.py
 
 bench-webhook: system-deps venv
 	$(BIN)/python benchmarks/webhook_load.py
