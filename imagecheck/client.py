@@ -27,7 +27,7 @@ from typing import Self
 
 import httpx
 
-from imagecheck import __version__
+from imagecheck import __version__, pool
 from imagecheck.auth import RegistryAuth, TokenCache
 from imagecheck.bounded import MAX_ERROR_BODY, MAX_MANIFEST_SIZE, bound_body
 from imagecheck.credentials import (
@@ -112,7 +112,9 @@ class ImageChecker:
         }
 
         def client(verify: ssl.SSLContext) -> httpx.AsyncClient:
-            return httpx.AsyncClient(verify=verify, transport=transport, **common)  # type: ignore[arg-type]
+            made = httpx.AsyncClient(verify=verify, transport=transport, **common)  # type: ignore[arg-type]
+            pool.install(made)  # probes only the connection it reuses (pool.py, issue #14)
+            return made
 
         # Registries and token services each have a pool of their own (ping.Clients).
         self._clients = Clients(client(self._trust.context), client(self._trust.context))
