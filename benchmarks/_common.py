@@ -225,14 +225,16 @@ def peak_rss_kib(
 # -- imagecheck check ------------------------------------------------------------------------
 
 
-def imagecheck_argv(images: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", "imagecheck", "check", "--output", "json", *images]
+def imagecheck_argv(images: Sequence[str], options: Sequence[str] = ()) -> list[str]:
+    return [sys.executable, "-m", "imagecheck", "check", "--output", "json", *options, *images]
 
 
-def check_imagecheck(images: Sequence[str], present: Set[str], child: Child) -> None:
-    """``imagecheck check --output json``: one result per image, in order, ``found`` with a
-    ``sha256:`` digest for a present image and ``missing`` for an absent one; exit 1 when
-    any is absent, else 0."""
+def check_imagecheck(
+    images: Sequence[str], present: Set[str], child: Child, tool: str = "imagecheck"
+) -> None:
+    """``imagecheck check --output json`` (or ``floor.py``, which answers alike): one result
+    per image, in order, ``found`` with a ``sha256:`` digest for a present image and
+    ``missing`` for an absent one; exit 1 when any is absent, else 0."""
     expected_exit = 0 if all(image in present for image in images) else 1
     try:
         results = json.loads(child.stdout)
@@ -240,7 +242,7 @@ def check_imagecheck(images: Sequence[str], present: Set[str], child: Child) -> 
         results = None
     if not isinstance(results, list) or len(results) != len(images):
         raise wrong_answer(
-            f"imagecheck exited {child.returncode} without a JSON array of "
+            f"{tool} exited {child.returncode} without a JSON array of "
             f"{len(images)} results; stderr: {tail(child.stderr)}"
         )
     wrong = []
@@ -252,9 +254,9 @@ def check_imagecheck(images: Sequence[str], present: Set[str], child: Child) -> 
         else:
             wrong.extend(result_errors(image, result, present))
     if wrong:
-        raise wrong_answer(f"imagecheck answered {len(wrong)} image(s) wrongly: " + wrong[0])
+        raise wrong_answer(f"{tool} answered {len(wrong)} image(s) wrongly: " + wrong[0])
     if child.returncode != expected_exit:
-        raise wrong_answer(f"imagecheck exited {child.returncode}, expected {expected_exit}")
+        raise wrong_answer(f"{tool} exited {child.returncode}, expected {expected_exit}")
 
 
 def result_errors(image: str, result: dict[str, Any], present: Set[str]) -> list[str]:

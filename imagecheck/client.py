@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -26,7 +27,7 @@ from typing import Self
 
 import httpx
 
-from imagecheck import __version__
+from imagecheck import __version__, pool
 from imagecheck.auth import RegistryAuth, TokenCache
 from imagecheck.bounded import MAX_ERROR_BODY, MAX_MANIFEST_SIZE, bound_body
 from imagecheck.credentials import (
@@ -38,7 +39,7 @@ from imagecheck.credentials import (
 from imagecheck.errors import AuthenticationError, RegistryError, TransientError
 from imagecheck.manifest import ManifestCheck
 from imagecheck.netguard import check_destination
-from imagecheck.ping import PROBE, Registries
+from imagecheck.ping import PROBE, Clients, Registries
 from imagecheck.platform import Platform
 from imagecheck.reference import Reference
 from imagecheck.result import CheckResult, Status
@@ -94,7 +95,10 @@ class ImageChecker:
         self._tokens = TokenCache()
         # The last error of each check in progress, for a check the deadline cuts short.
         self._last_error = _LastErrors()
-        limits = httpx.Limits(max_connections=max(1, self.options.concurrency))
+        # As many connections as checks run at once, all kept alive between requests: httpx
+        # keeps 20 by default, so above that every request past the 20th would open one anew.
+        pool_size = max(1, self.options.concurrency)
+        limits = httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size)
         common = {
             "timeout": httpx.Timeout(self.options.timeout),
             "limits": limits,
@@ -106,16 +110,23 @@ class ImageChecker:
                 "response": [self._on_response, _bound_body],
             },
         }
-        self._client = httpx.AsyncClient(verify=self._trust.context, transport=transport, **common)  # type: ignore[arg-type]
+
+        def client(verify: ssl.SSLContext) -> httpx.AsyncClient:
+            made = httpx.AsyncClient(verify=verify, transport=transport, **common)  # type: ignore[arg-type]
+            pool.install(made)  # probes only the connection it reuses (pool.py, issue #14)
+            return made
+
+        # Registries and token services each have a pool of their own (ping.Clients).
+        self._clients = Clients(client(self._trust.context), client(self._trust.context))
         # Only when some registry is explicitly insecure: TLS without verification.
-        self._insecure_client = (
-            httpx.AsyncClient(verify=insecure_ssl_context(), transport=transport, **common)  # type: ignore[arg-type]
+        self._insecure_clients = (
+            Clients(client(insecure_ssl_context()), client(insecure_ssl_context()))
             if self.options.insecure_registries
-            else self._client
+            else self._clients
         )
         # Per registry host, what its ping said; bounded (issue #10).
         self._registries = Registries(
-            self._client, self._insecure_client, self._trust, self.options.insecure_registries
+            self._clients, self._insecure_clients, self._trust, self.options.insecure_registries
         )
 
     async def __aenter__(self) -> Self:
@@ -125,9 +136,12 @@ class ImageChecker:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._client.aclose()
-        if self._insecure_client is not self._client:
-            await self._insecure_client.aclose()
+        pairs = [self._clients]
+        if self._insecure_clients is not self._clients:
+            pairs.append(self._insecure_clients)
+        for pair in pairs:
+            await pair.registry.aclose()
+            await pair.token.aclose()
 
     # -- public API ---------------------------------------------------------------------
 
@@ -237,7 +251,9 @@ class ImageChecker:
         try:
             async with asyncio.timeout(self.options.timeout):
                 registry = await self._registries.reach(ref)
-                fetcher = TokenFetcher(registry.client, registry_host=registry.auth.base_url.host)
+                fetcher = TokenFetcher(
+                    registry.clients.token, registry_host=registry.auth.base_url.host
+                )
                 auth = RegistryAuth(registry.auth, candidates, self._tokens, fetcher)
                 return await ManifestCheck(ref, image, registry, auth, self.options.platform).run()
         except TimeoutError:

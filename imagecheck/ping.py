@@ -52,12 +52,30 @@ MAX_REGISTRIES = 1024
 
 
 @dataclass(frozen=True, slots=True)
-class Registry:
-    """How to reach one registry host: the client for it (verifying TLS or, for a host named
-    insecure, not) and what its ping said, shared by every request to it."""
+class Clients:
+    """The clients of one TLS setting (verifying, or not for hosts named insecure): one for
+    registries, and one for their token services. Apart, because an ``httpx`` pool's
+    ``max_connections`` is one limit for every host it serves: shared, a token request finds
+    the pool full of idle registry connections and closes one, and the next manifest request
+    closes a token connection back, so nearly every request opened (and, over TLS, shook
+    hands on) a connection of its own (issue #14)."""
 
-    client: httpx.AsyncClient
+    registry: httpx.AsyncClient
+    token: httpx.AsyncClient
+
+
+@dataclass(frozen=True, slots=True)
+class Registry:
+    """How to reach one registry host: the clients for it and its token service (verifying
+    TLS or, for a host named insecure, not) and what its ping said, shared by every request
+    to it."""
+
+    clients: Clients
     auth: RegistryAuthState
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        return self.clients.registry
 
 
 @dataclass
@@ -72,13 +90,13 @@ class Registries:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
-        insecure_client: httpx.AsyncClient,
+        clients: Clients,
+        insecure_clients: Clients,
         trust: Trust,
         insecure_hosts: frozenset[str],
     ) -> None:
-        self._client = client
-        self._insecure_client = insecure_client
+        self._clients = clients
+        self._insecure_clients = insecure_clients
         self._trust = trust
         self._insecure_hosts = insecure_hosts
         self._hosts: OrderedDict[str, _Host] = OrderedDict()
@@ -112,14 +130,15 @@ class Registries:
 
     async def _ping(self, ref: Reference) -> Registry:
         insecure = self._insecure(ref)
-        client = self._insecure_client if insecure else self._client
+        clients = self._insecure_clients if insecure else self._clients
+        client = clients.registry
         url = httpx.URL(f"https://{ref.api_host}/v2/")
         if not (insecure or is_loopback(ref.hostname)):
             try:
                 response = await _get(client, url, ref)
             except NotTLSError as exc:
                 raise _https_only(ref, exc) from None
-            return Registry(client, self._settled(ref, url, response, insecure=insecure))
+            return Registry(clients, self._settled(ref, url, response, insecure=insecure))
         try:
             response = await _get(client, url, ref, {PROBE: True})
         except CertificateError:
@@ -130,7 +149,7 @@ class Registries:
             log.debug("ping %s failed (%s); trying plain http", url, exc)
             url = httpx.URL(f"http://{ref.api_host}/v2/")
             response = await _get(client, url, ref)
-        return Registry(client, self._settled(ref, url, response, insecure=insecure))
+        return Registry(clients, self._settled(ref, url, response, insecure=insecure))
 
     def _settled(
         self, ref: Reference, url: httpx.URL, response: httpx.Response, *, insecure: bool

@@ -26,7 +26,6 @@ from imagecheck.result import CheckResult, Status
 from imagecheck.run import (
     CONCURRENCY_RANGE,
     DEADLINE_RANGE,
-    DEFAULT_DEADLINE,
     RETRIES_RANGE,
     TIMEOUT_RANGE,
     WAIT_RANGE,
@@ -102,8 +101,8 @@ def registry_options(command: Callable[..., None]) -> Callable[..., None]:
 def run_options(command: Callable[..., None]) -> Callable[..., None]:
     """How a one-off run ends: its deadline, waiting, failure policy, termination message."""
     options = [
-        click.option("--deadline", type=Seconds(*DEADLINE_RANGE), default=DEFAULT_DEADLINE,
-                     show_default=True,
+        click.option("--deadline", type=Seconds(*DEADLINE_RANGE), default=None,
+                     show_default="60s + 50ms per image",
                      help="Seconds allowed for the whole run, retries included."),
         click.option("--wait", "wait", type=Seconds(*WAIT_RANGE), metavar="DURATION",
                      default=None,
@@ -145,7 +144,7 @@ class CheckSettings:
     verbose: bool
     credentials_for: tuple[str, ...] = ()
     # run options (check, scan); serve has its own notion of each
-    deadline: float = DEFAULT_DEADLINE
+    deadline: float | None = None  # None: imagecheck.run.default_deadline
     wait: float | None = None
     on_error: OnError = "fail"
     termination_log: str = DEFAULT_TERMINATION_LOG

@@ -35,6 +35,8 @@ from types import TracebackType
 from typing import Any, Self
 
 import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.integration.pki import TokenSigner
 
@@ -102,6 +104,12 @@ class TokenServer:
         # refresh (identity) token -> user it stands for
         self.refresh_tokens = dict(refresh_tokens or {})
         self._signer = signer
+        # Loaded once: PyJWT given PEM bytes loads (and checks) the RSA key at every token,
+        # about 40 ms, which made this server the bottleneck of any run with many tokens.
+        key = serialization.load_pem_private_key(signer.private_key_pem, password=None)
+        if not isinstance(key, rsa.RSAPrivateKey):
+            raise TypeError("the token signer's key must be RSA (RS256)")
+        self._key = key
         self._ssl_context = ssl_context
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
@@ -211,7 +219,7 @@ class TokenServer:
             "access": access,
         }
         headers = {"x5c": [base64.b64encode(self._signer.cert_der).decode()]}
-        return jwt.encode(claims, self._signer.private_key_pem, algorithm="RS256", headers=headers)
+        return jwt.encode(claims, self._key, algorithm="RS256", headers=headers)
 
     def grant(self, subject: str | None, scope: str) -> dict[str, Any] | None:
         """The access entry ``subject`` (None: anonymous) gets for ``scope``, if any."""
@@ -386,6 +394,9 @@ class _HTTPSServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: _HTTPSServer
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: with Nagle's algorithm, the body of every answer
+    # after the first on a kept-alive connection waits for the client's delayed ACK (40 ms).
+    disable_nagle_algorithm = True
 
     def do_GET(self) -> None:
         self._handle()

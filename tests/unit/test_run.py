@@ -17,9 +17,10 @@ import pytest
 import respx
 
 import imagecheck
+from imagecheck.cli import check, scan
 from imagecheck.errors import InvalidReferenceError, InvalidReferencesError, UsageError
 from imagecheck.platform import Platform
-from imagecheck.run import client_options, registry_host
+from imagecheck.run import client_options, default_deadline, registry_host
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -255,3 +256,21 @@ def test_checked_counts_checks_the_deadline_cut_short(
     )
     assert {r.status for r in results} == {imagecheck.Status.ERROR}
     assert counts == [(1, 2), (2, 2)]
+
+
+# The default deadline grows with the run (issue #14): 60 s alone cut 77 of 5,000 images in
+# 5,000 repositories on a token registry short.
+@pytest.mark.parametrize(
+    ("images", "seconds"),
+    [(0, 60.0), (1, 60.05), (100, 65.0), (1_000, 110.0), (5_000, 310.0), (10**9, 86400.0)],
+    ids=["none", "one", "hundred", "thousand", "five-thousand", "capped-at-a-day"],
+)
+def test_default_deadline_is_a_minute_plus_50ms_per_image(images: int, seconds: float) -> None:
+    assert default_deadline(images) == pytest.approx(seconds)
+
+
+def test_the_command_line_leaves_the_default_deadline_to_the_library() -> None:
+    for command in (check, scan):
+        [deadline] = [p for p in command.params if p.name == "deadline"]
+        assert deadline.default is None
+    assert inspect.signature(imagecheck.acheck).parameters["deadline"].default is None
