@@ -104,10 +104,22 @@ def free_port() -> int:
         return port
 
 
+# ``python -m imagecheck`` ends with ``os._exit`` (no teardown): cProfile would never write.
+PROFILED = """\
+import cProfile, sys
+from imagecheck.cli import cli
+profile = cProfile.Profile()
+try:
+    profile.runcall(cli, sys.argv[1:], prog_name="imagecheck", standalone_mode=False)
+finally:
+    profile.dump_stats({out!r})
+"""
+
+
 class Server:
     """``python -m imagecheck serve`` on a free port, over TLS."""
 
-    def __init__(self, workdir: Path, tls: Tls, name: str) -> None:
+    def __init__(self, workdir: Path, tls: Tls, name: str, profile: Path | None = None) -> None:
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.log = workdir / f"{name}.log"
@@ -115,7 +127,9 @@ class Server:
         env["HOME"] = str(workdir)
         env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
         argv = [
-            sys.executable, "-m", "imagecheck", "serve",
+            sys.executable, *(["-c", PROFILED.format(out=str(profile))] if profile else
+                              ["-m", "imagecheck"]),
+            "serve",
             "--listen", f"127.0.0.1:{self.port}",
             "--tls-cert", str(tls.cert), "--tls-key", str(tls.key),
             "--cache-ttl", "5m", "--missing-ttl", "5m",
@@ -185,7 +199,7 @@ def deployment_review(images: Sequence[str]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Planned:
-    body: bytes
+    request: bytes  # the whole POST
     uid: str
     allowed: bool
 
@@ -195,15 +209,21 @@ def plan(image_sets: Sequence[Sequence[str]], present: frozenset[str]) -> list[P
     for images in image_sets:
         review = deployment_review(images)
         uid = review["request"]["uid"]
-        planned.append(Planned(json.dumps(review).encode(), uid, all(i in present for i in images)))
+        planned.append(
+            Planned(
+                post(b"/validate", json.dumps(review).encode()),
+                uid,
+                all(i in present for i in images),
+            )
+        )
     return planned
 
 
-def wrong_answer(item: Planned, response: httpx.Response) -> str | None:
+def wrong_answer(item: Planned, status: int, body: bytes) -> str | None:
     """What is wrong with the answer to one review (None: nothing)."""
-    if response.status_code != 200:
-        return f"HTTP {response.status_code}: {response.text[:200]}"
-    answer = response.json().get("response", {})
+    if status != 200:
+        return f"HTTP {status}: {body[:200]!r}"
+    answer = json.loads(body).get("response", {})
     if answer.get("uid") != item.uid:
         return f"uid {answer.get('uid')!r}, expected {item.uid!r}"
     if answer.get("allowed") is not item.allowed:
@@ -241,53 +261,71 @@ class Phase:
         return len(self.latencies_ms) / self.seconds
 
 
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """One HTTP/1.1 response with a ``Content-Length``: its status and body."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return status, await reader.readexactly(length)
+
+
+def post(path: bytes, body: bytes) -> bytes:
+    """A whole ``POST`` request, keep-alive."""
+    head = (
+        b"POST "
+        + path
+        + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+    )
+    return head + body
+
+
 async def send_all(
     server: Server, verify: ssl.SSLContext, items: Sequence[Planned], concurrency: int
 ) -> Phase:
-    """``concurrency`` workers send ``items`` back to back, each over its own keep-alive
-    connection (one ``httpx.AsyncClient`` per worker: 50 workers sharing one client's pool
-    spend more CPU in the pool than the server spends answering)."""
-    queue: asyncio.Queue[Planned] = asyncio.Queue()
-    for item in items:
-        queue.put_nowait(item)
+    """``concurrency`` workers send ``items`` back to back, each over its own keep-alive TLS
+    connection, as raw HTTP/1.1 (requests built beforehand): a client library costs more CPU
+    per review than the server does, and on 2 cores the client would set the pace."""
+    queue = list(reversed(items))
     latencies: list[float] = []
     wrong: list[str] = []
-    headers = {"Content-Type": "application/json"}
-    clients = [
-        httpx.AsyncClient(
-            base_url=server.url,
-            verify=verify,
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-            timeout=30.0,
-            trust_env=False,
-        )
-        for _ in range(concurrency)
-    ]
 
-    async def worker(client: httpx.AsyncClient) -> None:
-        while not queue.empty():
-            item = queue.get_nowait()
+    async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=verify)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        await read_response(reader)
+        return reader, writer
+
+    async def worker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while queue:
+            item = queue.pop()
             started = time.perf_counter()
-            response = await client.post("/validate", content=item.body, headers=headers)
+            writer.write(item.request)
+            status, body = await read_response(reader)
             latencies.append((time.perf_counter() - started) * 1000)
-            problem = wrong_answer(item, response)
+            problem = wrong_answer(item, status, body)
             if problem:
                 wrong.append(problem)
 
+    # Open every connection first: TLS handshakes are not review latency.
+    connections = await asyncio.gather(*(connect() for _ in range(concurrency)))
     try:
-        # Open every connection first: TLS handshakes are not review latency.
-        await asyncio.gather(*(client.get("/healthz") for client in clients))
         server_cpu = process_cpu_seconds(server.process.pid)
         client_cpu = time.process_time()
         started = time.perf_counter()
-        await asyncio.gather(*(worker(client) for client in clients))
+        await asyncio.gather(*(worker(*connection) for connection in connections))
         seconds = time.perf_counter() - started
         client_cpu = time.process_time() - client_cpu
         server_end = process_cpu_seconds(server.process.pid)
         if server_cpu is not None and server_end is not None:
             server_cpu = server_end - server_cpu
     finally:
-        await asyncio.gather(*(client.aclose() for client in clients))
+        for _, writer in connections:
+            writer.close()
     if wrong:
         raise BenchmarkError(f"{len(wrong)} wrong answer(s); first: {wrong[0]}", EXIT_WRONG)
     return Phase(latencies, seconds, server_cpu, client_cpu)
@@ -342,8 +380,8 @@ class Setup:
     absent: list[str]
 
 
-def start_server(setup: Setup, name: str) -> Server:
-    server = Server(setup.workdir, setup.tls, name)
+def start_server(setup: Setup, name: str, profile: Path | None = None) -> Server:
+    server = Server(setup.workdir, setup.tls, name, profile)
     server.wait_ready(setup.verify)
     return server
 
@@ -355,9 +393,10 @@ class Warm:
     manifests: int  # manifest requests the registry saw in both
 
 
-def warm_phase(setup: Setup, reviews: int, concurrency: int) -> Warm:
-    """Latency over a warm cache, loaded and one at a time."""
-    server = start_server(setup, "warm")
+def warm_phase(setup: Setup, reviews: int, concurrency: int, profile: Path | None = None) -> Warm:
+    """Latency over a warm cache, loaded and one at a time (the server under cProfile, its
+    statistics written to ``profile``, when given: the figures are then not the target's)."""
+    server = start_server(setup, "warm", profile)
     try:
         present = frozenset(setup.present)
         fill = plan([[image] for image in setup.present], present)
@@ -490,7 +529,7 @@ def run(args: argparse.Namespace) -> int:
             verify = ssl.create_default_context(cafile=str(tls.ca))
             setup = Setup(workdir, registry, tls, verify, present, absent)
             progress(f"warm: {args.reviews} reviews, {args.concurrency} at once")
-            warm = warm_phase(setup, args.reviews, args.concurrency)
+            warm = warm_phase(setup, args.reviews, args.concurrency, args.profile)
             progress(f"cold: {args.reviews} reviews over {len(present) + len(absent)} images")
             cold = cold_phase(setup, args.reviews, args.concurrency)
         finally:
@@ -503,6 +542,12 @@ def main() -> None:
     parser.add_argument("--reviews", type=int, default=500, help="reviews per phase (500)")
     parser.add_argument("--concurrency", type=int, default=50, help="reviews at once (50)")
     parser.add_argument("--images", type=int, default=100, help="distinct images pushed (100)")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="FILE",
+        help="run the warm phase's server under cProfile, its statistics to FILE (pstats)",
+    )
     args = parser.parse_args()
     try:
         sys.exit(run(args))

@@ -238,7 +238,7 @@ class Webhook:
         finally:
             self._reading.release()
         try:
-            return parse_review(data)
+            return parse_review(data, secrets=self.pod_secrets is not None)
         except BadReview as exc:
             raise _Unreadable(400, str(exc)) from None
 
