@@ -58,6 +58,7 @@ from benchmarks.webhook_load import (
     make_tls,
     process_cpu_seconds,
     progress,
+    read_response,
 )
 
 START_TIMEOUT = 15.0
@@ -185,17 +186,6 @@ async def get_status(port: int, verify: ssl.SSLContext, path: bytes) -> int:
         return status
     finally:
         writer.close()
-
-
-async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    head = await reader.readuntil(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1])
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    return status, await reader.readexactly(length)
 
 
 # -- the load --------------------------------------------------------------------------------
