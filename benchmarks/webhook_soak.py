@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,10 +74,16 @@ async def stand_in(token_port: int, open_port: int) -> None:
     """Two registries in one process: token auth on ``token_port``, none on ``open_port``."""
     realm = f"http://127.0.0.1:{token_port}/token"
     challenge = f'Bearer realm="{realm}",service="soak"'.encode()
-    await asyncio.gather(serve_registry(token_port, challenge), serve_registry(open_port, None))
+    await asyncio.gather(
+        serve_registry(token_port, lambda method, target: answer(method, target, challenge)),
+        serve_registry(open_port, lambda method, target: answer(method, target, None)),
+    )
 
 
-async def serve_registry(port: int, challenge: bytes | None) -> None:
+async def serve_registry(port: int, respond: Callable[[bytes, bytes], bytes]) -> None:
+    """Serve HTTP/1.1 keep-alive on 127.0.0.1:``port``: ``respond(method, target)`` is the
+    whole response to each request (bodies of requests are not read: HEAD and GET only)."""
+
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readexactly(1)
@@ -86,7 +93,7 @@ async def serve_registry(port: int, challenge: bytes | None) -> None:
             while True:
                 head += await reader.readuntil(b"\r\n\r\n")
                 method, target, _ = head.split(b"\r\n", 1)[0].split(b" ", 2)
-                writer.write(answer(method, target, challenge))
+                writer.write(respond(method, target))
                 head = b""
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
             writer.close()
