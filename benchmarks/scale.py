@@ -20,10 +20,11 @@ Linux's 2 MiB default, so the benchmark raises its own stack limit, which sets t
 for its children). The default ``--deadline 60`` would cut 100,000 images off.
 
 **Figures**, for each size, one run: the wall time (``time.perf_counter()`` around the child,
-start-up included), the time per image, and the child's own peak RSS (``os.wait4`` through the
-trampoline of ``_common.run_child``). Linearity is read from the slope: the time per added
-image from one size to the next, against the same between the first two sizes. Every answer
-is checked (``_common.check_imagecheck``: found with a digest, or missing; in order; exit 1).
+start-up included), the time per image, and the child's own peak RSS (``os.wait4``, through a
+trampoline like ``_common.run_child``'s that reads the command from a file: see
+``_TRAMPOLINE``). Linearity is read from the slope: the time per added image from one size to
+the next, against the same between the first two sizes. Every answer is checked
+(``_common.check_imagecheck``: found with a digest, or missing; in order; exit 1).
 
 **Targets**, printed as PASS or MISS: peak RSS at the largest size <= 150 MiB; the slope of
 the last step at most 1.25 times the first. Exit 1: a wrong answer; 2: the stand-in cannot
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import os
 import re
 import resource
 import subprocess
@@ -42,18 +44,19 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 if not __package__:  # run as `python benchmarks/scale.py`: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks._common import (
+from benchmarks._common import (  # _spawn: run_child's own, for the trampoline below
     BenchmarkError,
+    Child,
+    _spawn,
     check_imagecheck,
     child_env,
     imagecheck_argv,
     progress,
-    run_child,
 )
 from benchmarks.webhook_load import free_port, machine, verdict
 from benchmarks.webhook_soak import response, serve_registry, wait_listening
@@ -118,11 +121,71 @@ def image_list(host: str, count: int, repos: int) -> tuple[list[str], set[str]]:
     return images, present
 
 
-def run_size(host: str, count: int, repos: int, env: dict[str, str]) -> Size:
+# ``_common.run_child``'s trampoline takes the command on its own command line: with 100,000
+# arguments its ``sys.argv`` (and the interpreter's copies of it) come to about 120 MiB, which
+# the child inherits at fork and Linux keeps in the child's ``ru_maxrss`` across exec. This
+# one reads the command, NUL-separated, from a file, as bytes: about 10 MiB at 100,000.
+_TRAMPOLINE = """\
+import os, sys
+with open(sys.argv[2], "rb") as f:
+    argv = f.read().split(b"\\0")
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execv(argv[0], argv)
+    finally:
+        os._exit(127)
+del argv
+_, status, usage = os.wait4(pid, 0)
+os.write(int(sys.argv[1]), f"{status} {usage.ru_maxrss}".encode())
+"""
+
+
+def run_from_file(argv: Sequence[str], env: dict[str, str], workdir: Path) -> Child:
+    """Run ``argv`` through the trampoline above: its exit code, output, and its own peak
+    RSS (above the trampoline's floor, about 8 MiB plus the command's bytes)."""
+    command = workdir / "argv"
+    command.write_bytes(b"\0".join(os.fsencode(a) for a in argv))
+    report_r, report_w = os.pipe()
+    try:
+        trampoline = [sys.executable, "-I", "-S", "-c", _TRAMPOLINE, str(report_w), str(command)]
+        child = _spawn(trampoline, env, (report_w,))
+        os.close(report_w)
+        report_w = -1
+        status, max_rss = (int(word) for word in os.read(report_r, 64).split())
+    finally:
+        os.close(report_r)
+        if report_w >= 0:
+            os.close(report_w)
+    return replace(child, returncode=os.waitstatus_to_exitcode(status), max_rss_kib=max_rss)
+
+
+# ``imagecheck check --output json --deadline D IMAGE...``, the images read from a file: the
+# command itself (``imagecheck.cli.main``: parsing, the run, the rendering, the exit code),
+# without the cost of 100,000 arguments to exec (CPython's copies of them, ~130 MiB).
+FROM_FILE = """\
+import sys
+with open(sys.argv[1], encoding="utf-8") as f:
+    images = f.read().split()
+sys.argv = ["imagecheck", "check", "--output", "json", "--deadline", sys.argv[2], *images]
+del images
+from imagecheck.cli import main
+main()
+"""
+
+
+def run_size(
+    host: str, count: int, repos: int, env: dict[str, str], workdir: Path, via: str
+) -> Size:
     images, present = image_list(host, count, repos)
-    argv = [*imagecheck_argv(images), "--deadline", DEADLINE]
+    if via == "argv":
+        argv = [*imagecheck_argv(images), "--deadline", DEADLINE]
+    else:
+        listed = workdir / "images"
+        listed.write_text("\n".join(images), encoding="utf-8")
+        argv = [sys.executable, "-c", FROM_FILE, str(listed), DEADLINE]
     started = time.perf_counter()
-    child = run_child(argv, env, small_parent=True)
+    child = run_from_file(argv, env, workdir)
     seconds = time.perf_counter() - started
     check_imagecheck(images, present, child)
     return Size(count, seconds, child.max_rss_kib / 1024)
@@ -138,8 +201,9 @@ def allow_long_argv() -> None:
         resource.setrlimit(resource.RLIMIT_STACK, (wanted, hard))
 
 
-def report(sizes: Sequence[Size], repos: int, load_before: str) -> None:
-    print(f"imagecheck check, many images in one run: {repos} repositories, one image in "
+def report(sizes: Sequence[Size], repos: int, via: str, load_before: str) -> None:
+    how = "the images from a file" if via == "file" else "the images as arguments"
+    print(f"imagecheck check --output json, {how}: {repos} repositories, one image in "
           f"{ABSENT_EVERY} missing, a stand-in registry (plain HTTP, 127.0.0.1)")  # fmt: skip
     print(f"machine: {load_before}")
     print()
@@ -181,12 +245,13 @@ def run(args: argparse.Namespace) -> int:
             env = child_env(Path(__file__).resolve().parents[1], Path(tmp))
             for count in sizes:
                 progress(f"{count} images")
-                figures.append(run_size(f"127.0.0.1:{port}", count, args.repos, env))
+                host = f"127.0.0.1:{port}"
+                figures.append(run_size(host, count, args.repos, env, Path(tmp), args.via))
                 progress(f"{count} images: {figures[-1].seconds:.1f} s")
     finally:
         registry.terminate()
         registry.wait(15)
-    report(figures, args.repos, load_before)
+    report(figures, args.repos, args.via, load_before)
     return 0
 
 
@@ -194,6 +259,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", default="1000,10000,100000", help="images per run")
     parser.add_argument("--repos", type=int, default=1000, help="repositories (1000)")
+    parser.add_argument(
+        "--via",
+        choices=("file", "argv"),
+        default="file",
+        help="file: the command's code, the images read from a file (default); argv: "
+        "python -m imagecheck check IMAGE... (CPython alone takes ~130 MiB for 100,000 arguments)",
+    )
     parser.add_argument("--stand-in", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stand_in:
