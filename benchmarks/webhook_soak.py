@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,7 @@ from benchmarks.webhook_load import (
     make_tls,
     process_cpu_seconds,
     progress,
+    read_response,
 )
 
 START_TIMEOUT = 15.0
@@ -72,10 +74,16 @@ async def stand_in(token_port: int, open_port: int) -> None:
     """Two registries in one process: token auth on ``token_port``, none on ``open_port``."""
     realm = f"http://127.0.0.1:{token_port}/token"
     challenge = f'Bearer realm="{realm}",service="soak"'.encode()
-    await asyncio.gather(serve_registry(token_port, challenge), serve_registry(open_port, None))
+    await asyncio.gather(
+        serve_registry(token_port, lambda method, target: answer(method, target, challenge)),
+        serve_registry(open_port, lambda method, target: answer(method, target, None)),
+    )
 
 
-async def serve_registry(port: int, challenge: bytes | None) -> None:
+async def serve_registry(port: int, respond: Callable[[bytes, bytes], bytes]) -> None:
+    """Serve HTTP/1.1 keep-alive on 127.0.0.1:``port``: ``respond(method, target)`` is the
+    whole response to each request (bodies of requests are not read: HEAD and GET only)."""
+
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readexactly(1)
@@ -85,7 +93,7 @@ async def serve_registry(port: int, challenge: bytes | None) -> None:
             while True:
                 head += await reader.readuntil(b"\r\n\r\n")
                 method, target, _ = head.split(b"\r\n", 1)[0].split(b" ", 2)
-                writer.write(answer(method, target, challenge))
+                writer.write(respond(method, target))
                 head = b""
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
             writer.close()
@@ -185,17 +193,6 @@ async def get_status(port: int, verify: ssl.SSLContext, path: bytes) -> int:
         return status
     finally:
         writer.close()
-
-
-async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    head = await reader.readuntil(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1])
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    return status, await reader.readexactly(length)
 
 
 # -- the load --------------------------------------------------------------------------------

@@ -7,11 +7,19 @@ cases where no answer could be had (see ``errors.py``).
 from __future__ import annotations
 
 import enum
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from imagecheck.errors import Hint
 from imagecheck.reference import Reference
+
+# Texts that many results of one run share (the media type, "found in HOST", the host) are
+# kept once (``sys.intern``: dropped again when no result holds them); one per result took
+# about 180 bytes of every result of a 100,000-image run (issue #14). Longer texts (error
+# messages, mostly one of a kind) are left as they are.
+_SHARED_FIELDS = ("message", "media_type", "registry")
+_SHARED_MAX = 128
 
 
 class Status(enum.StrEnum):
@@ -45,6 +53,12 @@ class CheckResult:
     registry: str | None = None
     elapsed_ms: float = 0.0
     hint: Hint | None = None
+
+    def __post_init__(self) -> None:
+        for name in _SHARED_FIELDS:
+            text = getattr(self, name)
+            if text is not None and len(text) <= _SHARED_MAX:
+                object.__setattr__(self, name, sys.intern(text))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape documented in the README (stable field names)."""

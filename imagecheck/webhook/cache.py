@@ -92,6 +92,8 @@ class ResultCache:
         self._concurrency = max(1, concurrency)
         self._slots = asyncio.Semaphore(self._concurrency)
         self._max_images = max(1, max_images)
+        # Image text -> its reference (parsing is pure).
+        self._refs: dict[str, Reference] = {}
 
     async def results(
         self,
@@ -105,13 +107,61 @@ class ResultCache:
         over = images[self._max_images :]
         unchecked = dict.fromkeys(over, OVER_LIMIT.format(len(images), self._max_images))
         checked = images[: self._max_images]
+        # Answered at once, without a task: the invalid and the cached (a warm webhook's
+        # every review, so this path is the one that sets its throughput).
+        answered: dict[str, CheckResult] = {}
+        for image in checked:
+            early = self._early(image, credentials)
+            if early is not None:
+                answered[image] = early
+        asked = [image for image in checked if image not in answered]
+        results = await self._ask(asked, len(checked), deadline, keychain, credentials, unchecked)
+        results.update(answered)
+        return Answers({image: results[image] for image in checked if image in results}, unchecked)
+
+    def _early(self, image: str, credentials: Hashable) -> CheckResult | None:
+        """The answer for ``image`` without asking a registry: invalid, or cached."""
+        ref = self._reference(image)
+        if isinstance(ref, str):
+            return CheckResult(image, None, Status.INVALID, message=ref)
+        cached = self._cached((ref, credentials), image)
+        self._on_lookup(cached is not None)
+        return cached
+
+    def _reference(self, image: str) -> Reference | str:
+        """``image`` parsed, or the reason it is not a reference. A valid one is remembered
+        (the text of a valid reference is short): a warm webhook sees the same few images
+        in every review. Bounded like the results, the oldest dropped first."""
+        ref = self._refs.get(image)
+        if ref is not None:
+            return ref
+        try:
+            ref = parse_reference(image)
+        except InvalidReferenceError as exc:
+            return exc.reason
+        self._refs[image] = ref
+        if len(self._refs) > self._max:
+            del self._refs[next(iter(self._refs))]
+        return ref
+
+    async def _ask(
+        self,
+        images: Sequence[str],
+        checked: int,
+        deadline: Deadline,
+        keychain: Keychain | None,
+        credentials: Hashable,
+        unchecked: dict[str, str],
+    ) -> dict[str, CheckResult]:
+        """Registry answers for ``images`` (valid, not cached) by ``deadline``; those still
+        queued then go to ``unchecked``. ``checked``: the review's images, for the message."""
         own = asyncio.Semaphore(self._concurrency)
         joined: dict[str, _Check] = {}  # image -> the check it waits on, once out of the queue
         tasks = {
             image: asyncio.ensure_future(
                 self._one(image, deadline, keychain, credentials, own, joined)
             )
-            for image in checked
+            for image in images
         }
         pending: set[asyncio.Task[CheckResult]] = set()
         if tasks:
@@ -125,12 +175,12 @@ class ResultCache:
                 continue
             check = joined.get(image)
             if check is None:
-                unchecked[image] = QUEUED.format(len(checked), self._concurrency)
+                unchecked[image] = QUEUED.format(checked, self._concurrency)
             else:
                 message = LATE if check.running else BUSY.format(self._concurrency)
                 ref = parse_reference(image)  # it parsed before it joined a check
                 results[image] = CheckResult(image, ref, Status.ERROR, message=message)
-        return Answers(results, unchecked)
+        return results
 
     async def _one(
         self,
@@ -141,15 +191,9 @@ class ResultCache:
         own: asyncio.Semaphore,
         joined: dict[str, _Check],
     ) -> CheckResult:
-        try:
-            ref = parse_reference(image)
-        except InvalidReferenceError as exc:
-            return CheckResult(image, None, Status.INVALID, message=exc.reason)
+        ref = self._reference(image)
+        assert not isinstance(ref, str)  # results() answered the invalid ones
         key: _Key = (ref, credentials)
-        cached = self._cached(key, image)
-        self._on_lookup(cached is not None)
-        if cached is not None:
-            return cached
         async with own:
             cached = self._cached(key, image)  # answered for another review meanwhile
             if cached is not None:
@@ -166,7 +210,8 @@ class ResultCache:
         if entry is None or entry.expires_at <= self._clock():
             return None
         self._entries.move_to_end(key)
-        return replace(entry.result, image=image, elapsed_ms=0.0)
+        result = entry.result  # stored with elapsed_ms 0: an answer from the cache took none
+        return result if result.image == image else replace(result, image=image)
 
     def _start(
         self, key: _Key, ref: Reference, image: str, deadline: Deadline, keychain: Keychain | None
@@ -201,7 +246,7 @@ class ResultCache:
         ttl = self._ttl(ref, result)
         if ttl <= 0:
             return
-        self._entries[key] = _Entry(result, self._clock() + ttl)
+        self._entries[key] = _Entry(replace(result, elapsed_ms=0.0), self._clock() + ttl)
         self._entries.move_to_end(key)
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)

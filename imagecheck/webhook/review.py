@@ -106,7 +106,9 @@ def _pruned(body: bytes, max_depth: int) -> bytes:
     return b"".join(kept)
 
 
-def parse_review(body: Any) -> Review:
+def parse_review(body: Any, *, secrets: bool = True) -> Review:
+    """The review in ``body`` (parsed JSON). ``secrets``: look for the object's pull secrets
+    too (a second walk of the object: only a webhook that reads them needs them)."""
     if not isinstance(body, dict) or body.get("kind") != "AdmissionReview":
         raise BadReview("body is not an AdmissionReview")
     if body.get("apiVersion") != API_VERSION:
@@ -134,7 +136,7 @@ def parse_review(body: Any) -> Review:
         namespace=_text(request.get("namespace")) or _text(metadata.get("namespace")),
         name=name or _text(request.get("name")),
         images=[item for item in found if item not in templated],
-        pull_secrets=pull_secrets(JSON, obj),
+        pull_secrets=pull_secrets(JSON, obj) if secrets else [],
         templated=templated,
     )
 

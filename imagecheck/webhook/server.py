@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import ssl
@@ -154,7 +155,7 @@ class Webhook:
             missing_ttl=settings.missing_ttl,
             concurrency=checker.options.concurrency,
             max_images=settings.max_images,
-            on_lookup=lambda hit: self.metrics.cache.labels("true" if hit else "false").inc(),
+            on_lookup=lambda hit: self.metrics.count(self.metrics.cache, str(hit).lower()),
         )
         self._reading = asyncio.Semaphore(READ_SLOTS)
         self.ready = False
@@ -178,7 +179,7 @@ class Webhook:
         try:
             review = await self._read_review(request, deadline)
         except _Unreadable as exc:
-            self.metrics.reviews.labels("bad_request").inc()
+            self.metrics.count(self.metrics.reviews, "bad_request")
             log.warning("bad review", extra={"reason": exc.reason, "status": exc.status})
             if exc.status == 408:
                 self.metrics.connections_closed.labels("body_timeout").inc()
@@ -194,7 +195,7 @@ class Webhook:
             unchecked=answers.unchecked,
         )
         elapsed = time.monotonic() - started
-        self.metrics.reviews.labels(verdict.outcome).inc()
+        self.metrics.count(self.metrics.reviews, verdict.outcome)
         self.metrics.latency.observe(elapsed)
         self.metrics.not_checked.inc(len(answers.unchecked))
         log.info(
@@ -220,7 +221,10 @@ class Webhook:
         budget = min(self.settings.read_timeout, deadline.remaining())
         read_by = asyncio.get_running_loop().time() + budget
         try:
-            async with asyncio.timeout_at(read_by):
+            if self._reading.locked():  # else acquire() returns at once: no timer to set
+                async with asyncio.timeout_at(read_by):
+                    await self._reading.acquire()
+            else:
                 await self._reading.acquire()
         except TimeoutError:
             raise _Unreadable(408, f"request body not read within {budget:.1f}s") from None
@@ -238,7 +242,7 @@ class Webhook:
         finally:
             self._reading.release()
         try:
-            return parse_review(data)
+            return parse_review(data, secrets=self.pod_secrets is not None)
         except BadReview as exc:
             raise _Unreadable(400, str(exc)) from None
 
@@ -329,6 +333,10 @@ async def serve(settings: ServeSettings, options: ClientOptions, keychain: Keych
         watcher = (
             asyncio.ensure_future(reloader.watch(settings.reload_interval)) if reloader else None
         )
+        # What start-up made (modules, the app, the TLS context) lives as long as the process:
+        # out of the collector's sight, a full collection is short (a pause in every review
+        # in flight), and it stays short however many objects the imports made.
+        gc.freeze()
         webhook.ready = True
         log.info(
             "serving",

@@ -49,6 +49,16 @@ class Metrics:
             "Images refused unchecked: over --max-images-per-review, or queued past the deadline.",
             registry=self.registry,
         )
+        # Labelled series, once made (``labels()`` takes a lock and builds a key each time:
+        # a warm review counts four of them).
+        self._series: dict[tuple[Counter, str], Any] = {}
+
+    def count(self, counter: Counter, label: str) -> None:
+        """Add one to ``counter``'s series for ``label`` (a metric with one label)."""
+        series = self._series.get((counter, label))
+        if series is None:
+            series = self._series[counter, label] = counter.labels(label)
+        series.inc()
 
 
 class JsonFormatter(logging.Formatter):
@@ -56,10 +66,13 @@ class JsonFormatter(logging.Formatter):
 
     _plain = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._second = (-1, "")  # the last second formatted, and its text
+
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "time": f"{self._time(int(record.created))}.{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -68,3 +81,9 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["error"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
+
+    def _time(self, second: int) -> str:
+        """``second`` as ISO 8601 UTC text (a line a review: made once a second, not each)."""
+        if self._second[0] != second:
+            self._second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+        return self._second[1]
