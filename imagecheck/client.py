@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 import time
 from collections import OrderedDict
@@ -27,7 +28,7 @@ from typing import Self
 
 import httpx
 
-from imagecheck import __version__, pool
+from imagecheck import __version__
 from imagecheck.auth import RegistryAuth, TokenCache
 from imagecheck.bounded import MAX_ERROR_BODY, MAX_MANIFEST_SIZE, bound_body
 from imagecheck.credentials import (
@@ -46,11 +47,13 @@ from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline, RetryPolicy
 from imagecheck.tls import Trust, insecure_ssl_context
 from imagecheck.tokens import TokenFetcher
+from imagecheck.wire import WireTransport
 
 log = logging.getLogger("imagecheck")
 
 # Errors remembered for checks in progress (one each): more than run at once, and bounded.
 MAX_LAST_ERRORS = 4096
+_PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
 # Told (checks ended, checks in all): a front end's progress counter.
 Progress = Callable[[int, int], None]
 
@@ -112,9 +115,13 @@ class ImageChecker:
         }
 
         def client(verify: ssl.SSLContext) -> httpx.AsyncClient:
-            made = httpx.AsyncClient(verify=verify, transport=transport, **common)  # type: ignore[arg-type]
-            pool.install(made)  # probes only the connection it reuses (pool.py, issue #14)
-            return made
+            chosen = transport
+            if chosen is None and not _proxied():
+                # imagecheck's own HTTP/1.1 transport (wire.py, issue #14). With a proxy in the
+                # environment, httpx's: it alone reads the proxy variables, and only when it is
+                # given no transport.
+                chosen = WireTransport(verify, max_connections=pool_size)
+            return httpx.AsyncClient(verify=verify, transport=chosen, **common)  # type: ignore[arg-type]
 
         # Registries and token services each have a pool of their own (ping.Clients).
         self._clients = Clients(client(self._trust.context), client(self._trust.context))
@@ -308,6 +315,12 @@ class _LastErrors:
 
     def pop(self, image: str) -> None:
         self._errors.pop(image, None)
+
+
+def _proxied() -> bool:
+    """Whether the environment names a proxy, as httpx reads it (``urllib``'s ``*_proxy``
+    variables, any case: http, https, all)."""
+    return any(value and name.lower() in _PROXY_VARIABLES for name, value in os.environ.items())
 
 
 def _count_ends(tasks: Sequence[asyncio.Task[CheckResult]], checked: Progress) -> None:

@@ -53,5 +53,5 @@ def env(tmp_path: Path, one_ca_file: Path) -> dict[str, str | None]:
 @pytest.fixture
 def network() -> Iterator[respx.MockRouter]:
     """Every request the CLI makes goes here; unrouted ones fail."""
-    with respx.mock(assert_all_called=False, assert_all_mocked=True) as mock:
+    with respx.mock(assert_all_called=False, assert_all_mocked=True, using="httpx") as mock:
         yield mock

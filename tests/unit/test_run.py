@@ -27,7 +27,7 @@ DIGEST = "sha256:" + "ab" * 32
 
 @pytest.fixture
 def network() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_called=False, assert_all_mocked=True) as mock:
+    with respx.mock(assert_all_called=False, assert_all_mocked=True, using="httpx") as mock:
         yield mock
 
 
