@@ -96,9 +96,12 @@ async def resolve_credentials(
     keychain: Keychain, reference: Reference, deadline: Deadline
 ) -> Sequence[Credentials]:
     """``keychain``'s answer for ``reference``: asynchronously, within ``deadline``, when it
-    may run a helper; at once otherwise."""
-    if isinstance(keychain, AsyncKeychain):
-        return await keychain.aresolve(reference, deadline)
+    may run a helper; at once otherwise. (An ``aresolve`` attribute tells, as the protocol's
+    ``isinstance`` would, at a fraction of its cost per check.)"""
+    aresolve = getattr(keychain, "aresolve", None)
+    if aresolve is not None:
+        answer: Sequence[Credentials] = await aresolve(reference, deadline)
+        return answer
     return keychain.resolve(reference)
 
 

@@ -17,18 +17,13 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
-
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_any,
-)
-from tenacity.stop import stop_base
+from typing import TYPE_CHECKING, TypeVar
 
 from imagecheck.errors import DeadlineExceeded, RegistryError, TransientError
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
+    from tenacity.stop import stop_base
 
 T = TypeVar("T")
 
@@ -106,9 +101,36 @@ class RetryPolicy:
         return delay
 
     async def run(self, fn: Callable[[], Awaitable[T]], deadline: Deadline) -> T:
-        """Call ``fn`` until it succeeds, fails for good, or retrying cannot fit the deadline."""
+        """Call ``fn`` until it succeeds, fails for good, or retrying cannot fit the deadline.
 
-        past_deadline = _StopBeforeDeadline(deadline)
+        The first attempt runs at once; tenacity (imported then) takes over from its failure,
+        replayed as its attempt 1, so the policy is tenacity's from the first attempt on. Most
+        checks succeed first time and never pay for building the retry machinery (issue #14).
+        """
+        try:
+            return await fn()
+        except Exception as exc:
+            if self.retries == 0 or not is_retryable(exc):
+                raise
+            first: list[BaseException] = [exc]
+
+        async def replay_then_call() -> T:
+            if first:
+                raise first.pop()
+            return await fn()
+
+        return await self._retrying(replay_then_call, deadline)
+
+    async def _retrying(self, attempt: Callable[[], Awaitable[T]], deadline: Deadline) -> T:
+        # Lazy: only a failed first attempt needs tenacity (start-up, issue #14).
+        from tenacity import (  # noqa: PLC0415
+            AsyncRetrying,
+            retry_if_exception,
+            stop_after_attempt,
+            stop_any,
+        )
+
+        past_deadline = _stop_before(deadline)
 
         def give_up(state: RetryCallState) -> T:
             exc = state.outcome.exception() if state.outcome else None
@@ -125,21 +147,19 @@ class RetryPolicy:
             retry_error_callback=give_up,
             reraise=True,
         )
-
-        async def attempt() -> T:  # tenacity awaits only coroutine functions, not lambdas
-            return await fn()
-
+        # tenacity awaits coroutine functions only (``attempt`` is one), not lambdas.
         return await retrying(attempt)
 
 
-class _StopBeforeDeadline(stop_base):
-    """Stop when the next wait would end at or past the deadline."""
+def _stop_before(deadline: Deadline) -> stop_base:
+    """A tenacity stop condition: stop when the next wait would end at or past the deadline."""
+    from tenacity.stop import stop_base  # noqa: PLC0415 - lazy, as in _retrying
 
-    def __init__(self, deadline: Deadline) -> None:
-        self.deadline = deadline
+    class StopBeforeDeadline(stop_base):
+        def __call__(self, retry_state: RetryCallState) -> bool:
+            return retry_state.upcoming_sleep >= deadline.remaining()
 
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return retry_state.upcoming_sleep >= self.deadline.remaining()
+    return StopBeforeDeadline()
 
 
 def _deadline_error(exc: BaseException, wait: float, deadline: Deadline) -> DeadlineExceeded:

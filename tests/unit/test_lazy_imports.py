@@ -117,6 +117,43 @@ def test_a_command_loads_only_what_it_needs(args: list[str], absent: list[str]) 
     assert not any(loaded.values()), loaded
 
 
+# A registry in a thread of the child: /v2/ open, every manifest there (HEAD answers only).
+REGISTRY = """
+import http.server, threading
+class Registry(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def answer(self, extra):
+        self.send_response(200)
+        for name, value in extra:
+            self.send_header(name, value)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def do_GET(self):
+        self.answer([])
+    def do_HEAD(self):
+        self.answer([("Docker-Content-Digest", "sha256:" + "a" * 64),
+                     ("Content-Type", "application/vnd.oci.image.manifest.v1+json")])
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+image = f"127.0.0.1:{server.server_address[1]}/app:1"
+"""
+
+
+def test_a_check_answered_at_once_loads_no_retry_machinery_nor_httpx_transport() -> None:
+    """imagecheck's own transport (wire.py) replaces httpcore, anyio and h11; tenacity loads
+    only when a first attempt fails (retry.py)."""
+    run = cli_code("check", "--output", "json", "IMAGE").replace("'IMAGE'", "image")
+    absent = ["tenacity", "httpcore", "anyio", "h11"]
+    done = python(REGISTRY + run + "\n" + REPORT.format(names=absent))
+    assert done.returncode == 0, done.stderr
+    assert '"status": "found"' in done.stdout
+    assert "exit 0" in done.stdout.splitlines()
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert not any(loaded.values()), loaded
+
+
 def test_version_is_the_packaged_one() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert imagecheck.__version__ == project["version"]
