@@ -103,7 +103,9 @@ class ManifestCheck:
         transient answers raise."""
         ref = self.ref
         base = self.registry.auth.base_url
-        url = base.join(path or f"/v2/{ref.repository}/manifests/{ref.identifier}")
+        # A validated repository and tag or digest: no character to escape, and copy_with
+        # costs half of join's URL parsing (issue #14).
+        url = base.copy_with(path=path or f"/v2/{ref.repository}/manifests/{ref.identifier}")
         client = self.registry.client
         request = client.build_request(
             method, url, headers={"Accept": MANIFEST_ACCEPT}, extensions=named_host(base.host)

@@ -167,6 +167,18 @@ def test_one_ping_for_many_images(router: respx.Router) -> None:
     assert head.call_count == 20
 
 
+def test_cookies_are_neither_kept_nor_sent(router: respx.Router) -> None:
+    # A registry has no use for cookies, and the webhook's jar would grow for ever.
+    router.get(f"{REGISTRY}/v2/").respond(200, headers={"Set-Cookie": "session=s3cret; Path=/"})
+    head = router.head(url__regex=rf"^{REGISTRY}/v2/").mock(
+        side_effect=lambda _: httpx.Response(200, headers=manifest_headers(size=len(BODY)))
+    )
+    results = checks(router, ["registry.test/a:1", "registry.test/b:1"])
+    assert {r.status for r in results} == {Status.FOUND}
+    assert head.call_count == 2
+    assert all("cookie" not in call.request.headers for call in head.calls)
+
+
 def test_ping_404_is_not_a_registry(router: respx.Router) -> None:
     router.get(f"{REGISTRY}/v2/").respond(404)
     head = router.head(HEAD_URL)
