@@ -163,3 +163,26 @@ def test_help_names_the_option(env: dict[str, str | None]) -> None:
     text = run(["--help"], env).stdout
     assert "--from-file FILE" in text
     assert "one per line" in text
+
+
+@pytest.mark.parametrize("output", ["json", "text"])
+def test_many_images_are_written_whole_in_batches(
+    network: respx.MockRouter, env: dict[str, str | None], tmp_path: Path, output: str
+) -> None:
+    network.get("https://registry.test/v2/").respond(200)
+    network.head(url__regex=r"/v2/app/manifests/").respond(
+        200, headers={"Docker-Content-Digest": DIGEST, "Content-Length": "528"}
+    )
+    images = [f"registry.test/app:{n}" for n in range(300)]  # more than a batch of output
+    listed = tmp_path / "images.txt"
+    listed.write_text("\n".join(images), encoding="utf-8")
+    result = run(["-o", output, "--from-file", str(listed)], env)
+    assert result.exit_code == 0, result.output
+    if output == "json":
+        document = json.loads(result.stdout)
+        assert [entry["image"] for entry in document] == images
+        assert result.stdout == json.dumps(document, indent=2) + "\n"  # the bytes json.dumps makes
+    else:
+        lines = result.stdout.split("\n")
+        assert lines[-1] == ""  # one newline at the end, none doubled between batches
+        assert [line.split()[1] for line in lines[:-1]] == images
