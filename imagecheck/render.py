@@ -1,5 +1,6 @@
 """Turning results into what people and machines read: text lines, JSON, and the one-line
-summary Kubernetes shows as a pod's termination message. Pure: returns strings.
+summary Kubernetes shows as a pod's termination message. Pure: returns strings (or yields
+them, for output too large to hold at once).
 
 A message may carry text from elsewhere (a registry's error, a file's content). Its source
 makes it printable (``bounded.printable``); the text renderers do so again, so that no line
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -67,32 +68,60 @@ def _line(text: str) -> str:
 
 def render_text(results: Sequence[CheckResult]) -> str:
     """One line per image: status, normalized reference, digest (found) or reason."""
+    return "".join(text_chunks(results))
+
+
+def text_chunks(results: Sequence[CheckResult]) -> Iterator[str]:
+    """``render_text``, one line at a time (a newline before each but the first). The
+    reference column is as wide as the widest, so ``results`` are read twice."""
     width = max((len(shown(r)) for r in results), default=0)
-    lines = []
+    separator = ""
     for r in results:
         detail = r.digest if r.status is Status.FOUND and r.digest else _line(r.message)
-        lines.append(f"{r.status.value:<8} {shown(r):<{width}}  {detail}".rstrip())
-    return "\n".join(lines)
+        yield separator + f"{r.status.value:<8} {shown(r):<{width}}  {detail}".rstrip()
+        separator = "\n"
 
 
 def render_json(results: Sequence[CheckResult]) -> str:
-    return json.dumps([r.to_dict() for r in results], indent=2)
+    return "".join(json_chunks(results))
+
+
+def json_chunks(results: Iterable[CheckResult]) -> Iterator[str]:
+    """``json.dumps([r.to_dict() for r in results], indent=2)``, one result at a time: the
+    same bytes, without 100,000 results' dicts and text at once (about 1.4 KiB per result,
+    issue #14). A JSON string holds no raw newline, so indenting an element one level deeper
+    is inserting two spaces after each of its newlines."""
+    opened = False
+    for r in results:
+        yield ",\n  " if opened else "[\n  "
+        opened = True
+        yield json.dumps(r.to_dict(), indent=2).replace("\n", "\n  ")
+    yield "\n]" if opened else "[]"
 
 
 def termination_summary(results: Sequence[CheckResult], limit: int = TERMINATION_LOG_LIMIT) -> str:
     """``imagecheck: missing X (reason); denied Y (reason)``: every image that was not found,
     on one line, cut to ``limit`` bytes of UTF-8 (with a count of what was left out)."""
+    head = "imagecheck: "
     bad = [r for r in results if r.status is not Status.FOUND]
-    parts = [f"{r.status.value} {shown(r)} ({_line(r.message)})" for r in bad]
-    line = "imagecheck: " + "; ".join(parts)
-    encoded = line.encode()
-    if len(encoded) <= limit:
+    parts: list[str] = []
+    size = len(head.encode())
+    # Only as many parts as can fit are worded: 100,000 missing images must not make
+    # 100,000 candidate lines (issue #14).
+    for r in bad:
+        part = f"{r.status.value} {shown(r)} ({_line(r.message)})"
+        size += len(part.encode()) + (2 if parts else 0)
+        parts.append(part)
+        if size > limit:
+            break
+    line = head + "; ".join(parts)
+    if size <= limit:
         return line
     for keep in range(len(parts) - 1, 0, -1):
-        candidate = "imagecheck: " + "; ".join(parts[:keep]) + f"; and {len(parts) - keep} more"
+        candidate = head + "; ".join(parts[:keep]) + f"; and {len(bad) - keep} more"
         if len(candidate.encode()) <= limit:
             return candidate
-    return encoded[: limit - 3].decode(errors="ignore") + "..."
+    return line.encode()[: limit - 3].decode(errors="ignore") + "..."
 
 
 def _where(occurrence: Occurrence) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -12,12 +15,21 @@ from imagecheck.cli._options import (
     check_options,
     check_valid,
     conclude,
+    echo_stream,
     invalid_results,
     start_run,
     write_termination_log,
 )
 from imagecheck.errors import RegistryError, UsageError
-from imagecheck.render import render_json, render_text
+from imagecheck.files import read_regular_file, size_text
+from imagecheck.render import json_chunks, text_chunks
+
+# --from-file: a valid reference is at most ~520 characters (a 255-character name, a tag, a
+# digest); scan allows 4096 as written (scanning.MAX_IMAGE_LENGTH), and so does this. A longer
+# line is a mistake (a binary file, a pasted log), not an image.
+MAX_IMAGE_LINE = 4096
+# The whole file (it is read whole): 64 MiB is about 1.5 million references of 40 characters.
+MAX_IMAGE_FILE = 64 * 1024 * 1024
 
 
 @click.command(epilog=EXIT_CODES_HELP)
@@ -29,6 +41,12 @@ from imagecheck.render import render_json, render_text
     default="text",
     show_default=True,
     help="Output format (json: an array in input order, see README).",
+)
+@click.option(
+    "--from-file",
+    metavar="FILE",
+    help="Also check the images listed in FILE (- for standard input): one per line; blank "
+    "lines and lines starting with # are skipped.",
 )
 @click.option(
     "--from-pod",
@@ -53,6 +71,7 @@ from imagecheck.render import render_json, render_text
 def check(
     images: tuple[str, ...],
     output: str,
+    from_file: str | None,
     from_pod: bool,
     use_pod_pull_secrets: bool,
     self_container: str,
@@ -63,11 +82,18 @@ def check(
     IMAGE is a reference such as busybox:1.36, ghcr.io/org/app:1.0.0 or
     registry.example.com:5000/team/app@sha256:<digest>.
 
+    With --from-file, the images listed in FILE are checked too, after the IMAGE
+    arguments.
+
     Credentials, first match wins: --username/--password-stdin, pull secrets,
     DOCKER_AUTH_CONFIG, Docker's config.json (with its credential helpers), podman's
     auth.json, anonymous.
     """
     settings = start_run(options)
+    if from_file is not None:
+        if from_file == "-" and settings.password_stdin:
+            raise UsageError("--from-file - and --password-stdin both read standard input")
+        images = (*images, *read_image_file(from_file))
     pod_secrets: list[tuple[str, str]] = []
     if from_pod:
         pod_images, pod_secrets = read_pod(self_container, use_pod_pull_secrets, settings)
@@ -75,13 +101,13 @@ def check(
     elif use_pod_pull_secrets:
         raise UsageError("--use-pod-pull-secrets goes with --from-pod")
     if not images:
-        raise UsageError("no IMAGE to check (name some, or use --from-pod)")
+        raise UsageError("no IMAGE to check (name some, or use --from-file or --from-pod)")
     # Nothing is sent anywhere when any reference is invalid (exit 2); and nothing read, not
     # even the password on standard input.
     results = invalid_results(images)
     if not results:
         results = check_valid(images, settings, pod_pull_secrets=pod_secrets)
-    click.echo(render_json(results) if output == "json" else render_text(results))
+    echo_stream(json_chunks(results) if output == "json" else text_chunks(results))
     conclude(results, settings)
 
 
@@ -103,3 +129,41 @@ def read_pod(
         write_termination_log(settings.termination_log, f"imagecheck: {exc}")
         raise
     return pod.images, secrets
+
+
+def read_image_file(name: str) -> list[str]:
+    """The images listed in ``--from-file NAME`` (``-``: standard input), in order: one per
+    line, surrounding whitespace dropped, blank lines and ``#`` comment lines skipped.
+
+    A :class:`UsageError` (exit 2) when the file is missing, not a regular file (a FIFO would
+    block on open: ``files.py`` refuses it), larger than ``MAX_IMAGE_FILE``, or has a line
+    longer than ``MAX_IMAGE_LINE`` bytes or not in UTF-8."""
+    if name == "-":
+        if sys.stdin is None:  # started with standard input closed
+            raise UsageError("cannot use --from-file -: there is no standard input")
+        data = sys.stdin.buffer.read(MAX_IMAGE_FILE + 1)
+        if len(data) > MAX_IMAGE_FILE:
+            raise UsageError(f"cannot use --from-file -: larger than {size_text(MAX_IMAGE_FILE)}")
+    else:
+        data = read_regular_file(
+            Path(name), limit=MAX_IMAGE_FILE, what="--from-file", error=UsageError
+        )
+    where = "standard input" if name == "-" else name
+    images: list[str] = []
+    for number, raw in enumerate(io.BytesIO(data), 1):  # a line at a time, split at b"\n"
+        line = raw.strip()
+        if len(line) > MAX_IMAGE_LINE:
+            raise UsageError(
+                f"--from-file {where}, line {number}: longer than {MAX_IMAGE_LINE} bytes, "
+                "not an image reference"
+            )
+        if line and not line.startswith(b"#"):
+            images.append(_decoded(line, where, number))
+    return images
+
+
+def _decoded(line: bytes, where: str, number: int) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"--from-file {where}, line {number}: not UTF-8 text") from None

@@ -39,6 +39,8 @@ DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 MAX_TTL = 7 * 86400
 # --password-stdin: a password or token (a JWT is a few KiB) on one line.
 MAX_PASSWORD = 64 * 1024
+# Chunks of output written at once by echo_stream: about 128 results of JSON.
+OUTPUT_BATCH = 256
 
 
 def apply_options(command: Callable[..., None], options: list[Any]) -> Callable[..., None]:
@@ -265,6 +267,18 @@ def warn_passed_errors(results: Iterable[CheckResult], settings: CheckSettings) 
                 "passing because of --on-error pass",
                 err=True,
             )
+
+
+def echo_stream(chunks: Iterable[str]) -> None:
+    """``click.echo("".join(chunks))``, a batch of chunks at a time: the output of 100,000
+    results is never one string (issue #14)."""
+    batch: list[str] = []
+    for chunk in chunks:
+        batch.append(chunk)
+        if len(batch) >= OUTPUT_BATCH:
+            click.echo("".join(batch), nl=False)
+            batch.clear()
+    click.echo("".join(batch))
 
 
 def write_termination_log(path: str, summary: str) -> None:

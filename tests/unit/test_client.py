@@ -770,6 +770,121 @@ def test_check_many_ends_at_the_deadline(router: respx.Router) -> None:
     assert "deadline exceeded" in slow.message
 
 
+def run_many(
+    router: respx.Router,
+    images: Sequence[str],
+    *,
+    seconds: float = 30,
+    concurrency: int = 16,
+    sleep: Sleeps | None = None,
+    checked: list[tuple[int, int]] | None = None,
+) -> list[CheckResult]:
+    """``check_many`` of ``images`` within ``seconds``; the progress calls into ``checked``."""
+
+    async def main() -> list[CheckResult]:
+        async with ImageChecker(
+            ClientOptions(concurrency=concurrency),
+            transport=httpx.MockTransport(router.async_handler),
+            retry_policy=RetryPolicy(retries=RETRIES, sleep=sleep or Sleeps(), rng=lambda: 0.0),
+        ) as checker:
+            items = [(image, parse_reference(image)) for image in images]
+            progress = None if checked is None else lambda *count: checked.append(count)
+            return await checker.check_many(items, Deadline.after(seconds), checked=progress)
+
+    return asyncio.run(main())
+
+
+def test_check_many_runs_at_most_concurrency_checks_in_a_few_tasks(router: respx.Router) -> None:
+    open_registry(router)
+    running, most, tasks = [0], [0], [0]
+
+    async def head(request: httpx.Request) -> httpx.Response:
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        tasks[0] = max(tasks[0], len(asyncio.all_tasks()))
+        await asyncio.sleep(0.001)
+        running[0] -= 1
+        return found()
+
+    router.head(url__regex=r"/v2/app/manifests/").mock(side_effect=head)
+    images = [f"registry.test/app:{n}" for n in range(60)]
+    checked: list[tuple[int, int]] = []
+    results = run_many(router, [*images, images[0]], concurrency=4, checked=checked)
+    assert [r.image for r in results] == [*images, images[0]]
+    assert {r.status for r in results} == {Status.FOUND}
+    assert most[0] == 4
+    assert tasks[0] <= 4 + 1  # the workers and the run: no task per image
+    assert checked == [(n, 60) for n in range(1, 61)]  # each distinct reference once
+
+
+def test_check_many_cuts_short_the_running_and_the_unstarted_checks(router: respx.Router) -> None:
+    open_registry(router)
+    router.head(f"{REGISTRY}/v2/app/manifests/1.0").respond(503)
+
+    class Stalls(Sleeps):  # the retry's pause outlasts the deadline
+        async def __call__(self, seconds: float) -> None:
+            await asyncio.sleep(30)
+
+    checked: list[tuple[int, int]] = []
+    running, unstarted = run_many(
+        router,
+        [IMAGE, "registry.test/app:2.0"],
+        seconds=0.3,
+        concurrency=1,
+        sleep=Stalls(),
+        checked=checked,
+    )
+    assert running.status is Status.ERROR
+    assert running.message.startswith("deadline exceeded before the registry answered")
+    assert "(last error: " in running.message and "503" in running.message
+    assert unstarted.status is Status.ERROR
+    assert unstarted.message == "deadline exceeded before the registry answered"
+    assert (unstarted.image, unstarted.registry) == ("registry.test/app:2.0", "registry.test")
+    assert checked == [(1, 2), (2, 2)]  # both ended: cut short
+
+
+def test_check_many_copies_a_cut_short_answer_to_each_spelling(router: respx.Router) -> None:
+    router.get("https://registry-1.docker.io/v2/").respond(200)
+    router.head("https://registry-1.docker.io/v2/library/busybox/manifests/latest").respond(503)
+
+    class Stalls(Sleeps):
+        async def __call__(self, seconds: float) -> None:
+            await asyncio.sleep(30)
+
+    results = run_many(router, ["busybox", "docker.io/library/busybox:latest"], seconds=0.3,
+                       sleep=Stalls())  # fmt: skip
+    assert [r.image for r in results] == ["busybox", "docker.io/library/busybox:latest"]
+    assert results[0].message == results[1].message
+    assert "(last error: " in results[1].message
+
+
+def test_check_many_cancelled_stops_every_check(router: respx.Router) -> None:
+    open_registry(router)
+    started: list[str] = []
+
+    async def hang(request: httpx.Request) -> httpx.Response:
+        started.append(request.url.path)
+        await asyncio.sleep(30)
+        return found()  # pragma: no cover - cancelled
+
+    router.head(url__regex=r"/v2/a/manifests/").mock(side_effect=hang)
+
+    async def main() -> int:
+        async with ImageChecker(
+            ClientOptions(concurrency=2), transport=httpx.MockTransport(router.async_handler)
+        ) as checker:
+            items = [(i, parse_reference(i)) for i in ("registry.test/a:1", "registry.test/a:2")]
+            run = asyncio.ensure_future(checker.check_many(items, Deadline.after(30)))
+            while len(started) < 2:
+                await asyncio.sleep(0.01)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+            return len(asyncio.all_tasks())
+
+    assert asyncio.run(main()) == 1  # only main: no check left running
+
+
 # -- TLS and size limits -----------------------------------------------------------------------
 
 

@@ -11,9 +11,11 @@ from imagecheck.reference import parse_reference
 from imagecheck.render import (
     error_text,
     explained,
+    json_chunks,
     render_json,
     render_text,
     termination_summary,
+    text_chunks,
 )
 from imagecheck.result import CheckResult, Status
 
@@ -44,6 +46,70 @@ def test_json_keeps_input_order_and_fields() -> None:
         "image", "reference", "status", "digest", "media_type", "size", "registry", "message",
         "elapsed_ms",
     }  # fmt: skip
+
+
+def mixed_results() -> list[CheckResult]:
+    """Every status, digests and sizes, no reference, and messages JSON must escape."""
+    found = CheckResult(
+        "busybox", parse_reference("busybox"), Status.FOUND, message="found",
+        digest="sha256:" + "a" * 64, media_type="application/vnd.oci.image.index.v1+json",
+        size=9124, registry="registry-1.docker.io", elapsed_ms=12.3456,
+    )  # fmt: skip
+    return [
+        found,
+        result("ghcr.io/org/app:2", Status.MISSING, "tag '2' not found"),
+        result("a:1", Status.ERROR, FORGED + ' "quoted" \\ \u2028 é 日本'),
+        CheckResult("Bad Image", None, Status.INVALID, "whitespace is not allowed"),
+        result("b:1", Status.DENIED, ""),
+        found,
+    ]
+
+
+@pytest.mark.parametrize("count", [0, 1, 6], ids=["none", "one", "mixed"])
+def test_json_written_one_result_at_a_time_is_the_same_bytes(count: int) -> None:
+    results = mixed_results()[:count]
+    chunks = list(json_chunks(iter(results)))  # any iterable: never needs the whole list
+    whole = json.dumps([r.to_dict() for r in results], indent=2)
+    assert "".join(chunks).encode() == whole.encode()
+    assert render_json(results) == whole
+    assert len(chunks) == max(1, 2 * count + 1)  # a result per chunk, and its separator
+
+
+def test_text_written_one_line_at_a_time_is_the_same_text() -> None:
+    results = mixed_results()
+    chunks = list(text_chunks(results))
+    assert len(chunks) == len(results)
+    assert "".join(chunks) == render_text(results)
+    assert (
+        render_text(results).splitlines()[0]
+        == f"found    {'docker.io/library/busybox:latest':<32}  sha256:{'a' * 64}"
+    )
+
+
+def summary_of_every_length(results: list[CheckResult], limit: int) -> str:
+    """The definition termination_summary keeps to: the most whole parts that fit, with a
+    count of the rest; else the line cut."""
+    parts = [
+        f"{r.status.value} {r.image} ({r.message})" for r in results if r.status is not Status.FOUND
+    ]
+    line = "imagecheck: " + "; ".join(parts)
+    if len(line.encode()) <= limit:
+        return line
+    for keep in range(len(parts) - 1, 0, -1):
+        candidate = "imagecheck: " + "; ".join(parts[:keep]) + f"; and {len(parts) - keep} more"
+        if len(candidate.encode()) <= limit:
+            return candidate
+    return line.encode()[: limit - 3].decode(errors="ignore") + "..."
+
+
+@pytest.mark.parametrize("limit", [20, 60, 200, 4096])
+@pytest.mark.parametrize("count", [0, 1, 3, 40, 2000])
+def test_termination_summary_words_only_what_fits(count: int, limit: int) -> None:
+    results = [
+        CheckResult(f"app:{i}", None, Status.FOUND if i % 3 == 0 else Status.MISSING, "é" * (i % 7))
+        for i in range(count)
+    ]
+    assert termination_summary(results, limit) == summary_of_every_length(results, limit)
 
 
 def test_termination_summary_names_only_what_failed() -> None:
