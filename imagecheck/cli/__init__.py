@@ -67,6 +67,16 @@ def main() -> None:
     # fails quietly when they are not; imagecheck never runs it. Marked absent, the import fails
     # at once: 5-15 ms of a check's start-up in an environment that has pygments (issue #14).
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+    if sys.argv[1:] == ["--version"]:
+        # What click's version option prints, without loading click (25 ms of 45): the one
+        # command a start-up probe or an install check runs (issue #14). tests/unit/
+        # test_lazy_imports.py holds the two answers equal.
+        from imagecheck import __version__  # noqa: PLC0415
+
+        print(f"imagecheck, version {__version__}")
+        sys.stdout.flush()
+        os._exit(0)
+        return  # reached only where os._exit is replaced (the tests')
     try:
         # Inside the try: a Ctrl-C while click and the command's modules load is "interrupted".
         # Through this package's __getattr__, which loads and keeps it.
