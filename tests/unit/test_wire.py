@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 import httpx
 import pytest
+import uvloop
 
 from imagecheck.wire import MAX_HEAD_BYTES, WireTransport
 
@@ -361,3 +362,23 @@ def test_non_http_schemes_are_refused() -> None:
 
     with pytest.raises(httpx.UnsupportedProtocol):
         asyncio.run(main())
+
+
+def test_the_transport_runs_on_uvloop() -> None:
+    """``serve`` runs on uvloop (cli/_serve.py), whose transports are not asyncio.Transport
+    subclasses: reuse, HEAD, chunked bodies and the stale-connection retry, on its loop."""
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n"
+    answers = {1: OK, 2: chunked, 3: head, 4: None, 5: OK}
+    server = Server(lambda n, _: answers[n])
+
+    async def main() -> list[bytes]:
+        async with server as url, wire_client(1) as client:
+            got = [(await client.get(url)).content, (await client.get(url)).content]
+            got.append((await client.head(url)).content)
+            got.append((await client.get(url)).content)  # hang-up, then sent again
+            return got
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(main()) == [b"ok", b"ok", b"", b"ok"]
+    assert server.accepted == 2
