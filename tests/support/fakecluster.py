@@ -1,0 +1,162 @@
+"""An in-memory :class:`imagecheck.cluster.model.Cluster` for unit tests of cluster mode: objects
+kept as JSON, every write recorded, RBAC refusals on demand. (The integration tests use the
+real client, ``cluster/api.py``, against an HTTPS API stand-in instead.)"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from imagecheck.cluster.model import (
+    JSON,
+    AlreadyExists,
+    Conflict,
+    Forbidden,
+    Gone,
+    Kind,
+    Selector,
+)
+
+
+@dataclass
+class Write:
+    """One write the fake was asked for."""
+
+    verb: str  # "patch", "create", "update", "delete"
+    kind: str  # the plural: "jobs"
+    namespace: str
+    name: str
+    body: Mapping[str, Any] | None
+
+
+@dataclass
+class FakeCluster:
+    """Objects by (plural, namespace, name). ``forbidden`` holds (verb, plural) pairs that
+    answer 403; ``writes`` records every write, allowed or not."""
+
+    objects: dict[tuple[str, str, str], JSON] = field(default_factory=dict)
+    forbidden: set[tuple[str, str]] = field(default_factory=set)
+    writes: list[Write] = field(default_factory=list)
+    events: list[tuple[str, JSON]] = field(default_factory=list)  # for watch
+    version: int = 1
+
+    def add(self, kind: Kind, obj: JSON) -> JSON:
+        """Store ``obj`` (a deep copy, apiVersion/kind and a resourceVersion filled in)."""
+        stored = copy.deepcopy(obj)
+        stored.setdefault("apiVersion", kind.api_version)
+        stored.setdefault("kind", kind.kind)
+        meta = stored.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        self._bump(stored)
+        self.objects[(kind.plural, meta["namespace"], meta["name"])] = stored
+        self.events.append(("ADDED", copy.deepcopy(stored)))
+        return stored
+
+    def _bump(self, obj: JSON) -> None:
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+
+    def _check(self, verb: str, kind: Kind, namespace: str | None) -> None:
+        if (verb, kind.plural) in self.forbidden:
+            raise Forbidden(verb, kind, namespace)
+
+    async def list(self, kind: Kind, selector: Selector = Selector()) -> AsyncIterator[JSON]:  # noqa: B008
+        self._check("list", kind, selector.namespace)
+        wanted = _labels(selector.labels)
+        for (plural, namespace, _), obj in list(self.objects.items()):
+            if plural != kind.plural:
+                continue
+            if selector.namespace is not None and namespace != selector.namespace:
+                continue
+            labels = obj["metadata"].get("labels") or {}
+            if all(labels.get(k) == v for k, v in wanted.items()):
+                yield copy.deepcopy(obj)
+
+    async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None:
+        self._check("get", kind, namespace)
+        obj = self.objects.get((kind.plural, namespace, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    async def patch(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any]) -> JSON:
+        self.writes.append(Write("patch", kind.plural, namespace, name, copy.deepcopy(patch)))
+        self._check("patch", kind, namespace)
+        key = (kind.plural, namespace, name)
+        current = self.objects[key]
+        wanted_version = (patch.get("metadata") or {}).get("resourceVersion")
+        if wanted_version is not None and wanted_version != current["metadata"]["resourceVersion"]:
+            raise Conflict(f"{kind.plural} {name!r} changed since it was read")
+        merged = merge_patch(current, patch)
+        self._bump(merged)
+        self.objects[key] = merged
+        self.events.append(("MODIFIED", copy.deepcopy(merged)))
+        return copy.deepcopy(merged)
+
+    async def create(self, kind: Kind, namespace: str, body: Mapping[str, Any]) -> JSON:
+        name = body["metadata"]["name"]
+        self.writes.append(Write("create", kind.plural, namespace, name, copy.deepcopy(body)))
+        self._check("create", kind, namespace)
+        if (kind.plural, namespace, name) in self.objects:
+            raise AlreadyExists(f"{kind.plural} {name!r} already exists")
+        obj = copy.deepcopy(dict(body))
+        obj.setdefault("metadata", {})["namespace"] = namespace
+        return self.add(kind, obj)
+
+    async def replace(self, kind: Kind, namespace: str, name: str, body: Mapping[str, Any]) -> JSON:
+        self.writes.append(Write("update", kind.plural, namespace, name, copy.deepcopy(body)))
+        self._check("update", kind, namespace)
+        key = (kind.plural, namespace, name)
+        current = self.objects[key]
+        if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+            raise Conflict(f"{kind.plural} {name!r} changed since it was read")
+        obj = copy.deepcopy(dict(body))
+        self._bump(obj)
+        self.objects[key] = obj
+        self.events.append(("MODIFIED", copy.deepcopy(obj)))
+        return copy.deepcopy(obj)
+
+    async def delete(self, kind: Kind, namespace: str, name: str) -> None:
+        self.writes.append(Write("delete", kind.plural, namespace, name, None))
+        self._check("delete", kind, namespace)
+        obj = self.objects.pop((kind.plural, namespace, name), None)
+        if obj is not None:
+            self.events.append(("DELETED", copy.deepcopy(obj)))
+
+    async def watch(
+        self, kind: Kind, selector: Selector, resource_version: str
+    ) -> AsyncIterator[tuple[str, JSON]]:
+        """The recorded changes newer than ``resource_version``, then the end (a real watch
+        would wait); :class:`Gone` when ``resource_version`` is "0" or below the first kept."""
+        self._check("watch", kind, selector.namespace)
+        since = int(resource_version)
+        if since <= 0:
+            raise Gone("too old resource version")
+        for change, obj in list(self.events):
+            meta = obj["metadata"]
+            if obj.get("kind") != kind.kind or int(meta["resourceVersion"]) <= since:
+                continue
+            if selector.namespace is None or meta.get("namespace") == selector.namespace:
+                yield change, copy.deepcopy(obj)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: objects merge key by key, ``null`` deletes, anything else
+    replaces."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _labels(selector: str | None) -> dict[str, str]:
+    """Equality-based label selectors only (``a=b,c=d``)."""
+    if not selector:
+        return {}
+    pairs = (part.split("=", 1) for part in selector.split(","))
+    return {k.strip(): v.strip() for k, v in pairs}
