@@ -122,7 +122,7 @@ make_base() {
   # shellcheck disable=SC2064  # expand now: $work is local
   trap "rm -rf '$work'" RETURN
   log "debootstrap $SUITE from $mirror"
-  as_root debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+  as_root debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates,binutils \
     "$SUITE" "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
     tail -20 "$work/debootstrap.log" >&2
     return 1
