@@ -8,9 +8,8 @@ group/version/plural can be named, custom resources too.
 The API server is remote input, bounded here before lightkube reads a byte (a response
 hook on its httpx2 client):
 
-* a response body over :data:`MAX_RESPONSE` (a page of :data:`PAGE_SIZE` objects) and a
-  watch line (one event) over :data:`MAX_WATCH_EVENT` are refused; responses are asked
-  for unencoded, and an encoded one is refused, so the caps count what is decoded;
+* a response body over ``MAX_RESPONSE`` (a page of :data:`PAGE_SIZE` objects) and a
+  watch line (one event) over ``MAX_WATCH_EVENT`` are refused (``bounds.py``);
 * what lightkube raises (httpx2 errors, its ``ApiError``, msgspec's decode errors) is
   mapped onto :mod:`imagecheck.cluster.model`'s errors in :func:`_mapped`; nothing else
   escapes.
@@ -22,9 +21,10 @@ in ``KUBECONFIG``, else ``~/.kube/config``, else the pod's service account (in-c
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -37,6 +37,7 @@ from lightkube.generic_resource import create_global_resource, create_namespaced
 from lightkube.types import CascadeType, PatchType
 
 from imagecheck.bounded import printable
+from imagecheck.cluster.bounds import MAX_RESPONSE, MAX_WATCH_EVENT, bound_response
 from imagecheck.cluster.model import (
     JSON,
     AlreadyExists,
@@ -55,10 +56,6 @@ log = logging.getLogger(__name__)
 # Objects per list request: the API's own default page for kubectl, and a bound on memory
 # (a page is decoded whole) however many pods the cluster holds.
 PAGE_SIZE = 500
-# A page of 500 pods is 2-10 MiB of JSON; a response over this is not one we want.
-MAX_RESPONSE = 16 * 1024 * 1024
-# One watch event is one object; etcd refuses objects over 1.5 MiB (--max-request-bytes).
-MAX_WATCH_EVENT = 4 * 1024 * 1024
 # Requests other than a watch: the API answers in milliseconds, or it is in trouble.
 TIMEOUT = 30.0
 
@@ -89,7 +86,7 @@ class KubeCluster:
         # The one handle lightkube keeps on its httpx2 client (no public accessor).
         http: httpx2.AsyncClient = client._client._client
         http.headers["Accept-Encoding"] = "identity"
-        http.event_hooks["response"].append(_bound_response)
+        http.event_hooks["response"].append(bound_response)
         return cls(client, http)
 
     async def close(self) -> None:
@@ -101,7 +98,7 @@ class KubeCluster:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def list(self, kind: Kind, selector: Selector = Selector()) -> AsyncIterator[JSON]:  # noqa: B008
+    async def list(self, kind: Kind, selector: Selector = Selector()) -> AsyncGenerator[JSON]:  # noqa: B008
         """Objects page by page; an item that is not an object with a name is skipped."""
         namespace = selector.namespace if selector.namespace is not None else "*"
         labels = _labels(selector.labels)
@@ -147,10 +144,10 @@ class KubeCluster:
 
     async def watch(
         self, kind: Kind, selector: Selector, resource_version: str
-    ) -> AsyncIterator[tuple[str, JSON]]:
-        """Changes after ``resource_version``. A stream that ends (the server's timeout) or
-        breaks ends the iteration or raises; the caller watches again from the last version
-        it saw, or lists again on :class:`Gone`."""
+    ) -> AsyncGenerator[tuple[str, JSON]]:
+        """Changes after ``resource_version``, until the caller stops. When the server ends
+        a stream (its timeout), lightkube watches again from the last version seen; a
+        broken one raises :class:`Unreachable`; :class:`Gone`: list again."""
         namespace = selector.namespace if selector.namespace is not None else "*"
         with _mapped("watch", kind, selector.namespace):
             events = self._client.watch(
@@ -184,8 +181,10 @@ def _config(kubeconfig: str | Path | None, context: str | None) -> SingleConfig:
     return single
 
 
+@functools.cache
 def _resource(kind: Kind) -> Any:
-    """lightkube's generic resource class for ``kind`` (one per kind, kept by lightkube)."""
+    """lightkube's generic resource class for ``kind``, made once. (lightkube's own look-up
+    misses a core-group class, "/v1" against "v1", and a second one fails to register.)"""
     group, _, version = kind.api_version.rpartition("/")
     make = create_namespaced_resource if kind.namespaced else create_global_resource
     return make(group, version, kind.kind, kind.plural)
@@ -252,10 +251,10 @@ def _mapped(
             _raise_for(
                 verb, kind, namespace, exc.status.code, exc.status.reason, exc.status.message
             )
-    except httpx2.HTTPStatusError as exc:  # an answer that is not a Status (a proxy's page)
-        code = exc.response.status_code
-        if not (missing_ok and code == 404):
-            _raise_for(verb, kind, namespace, code, None, None)
+    except httpx2.HTTPStatusError as exc:  # lightkube made no ApiError of it: see _Status
+        status = _status_of(exc.response)
+        if not (missing_ok and status.code == 404):
+            _raise_for(verb, kind, namespace, status.code, status.reason, status.message)
     except httpx2.HTTPError as exc:
         raise Unreachable(f"cannot reach the Kubernetes API: {printable(exc)}") from None
     except _UNREADABLE as exc:
@@ -264,9 +263,30 @@ def _mapped(
         ) from None
 
 
+class _Status(msgspec.Struct):
+    """The fields of a Status that matter here. lightkube reads a Status only when the
+    Content-Type is exactly "application/json" (not with "; charset=utf-8") and not at all
+    from a watch's first answer (an HTTP 410): this reads it from those too."""
+
+    code: int
+    reason: str | None = None
+    message: str | None = None
+
+
+def _status_of(response: httpx2.Response) -> _Status:
+    """The Status in an error answer (its body already read, capped), or just its code."""
+    try:
+        status = msgspec.json.decode(response.read(), type=_Status)
+    except (msgspec.MsgspecError, RecursionError, httpx2.HTTPError, httpx2.StreamError):
+        # A watch's error answer is closed unread by lightkube: its code is all there is.
+        return _Status(response.status_code)
+    return msgspec.structs.replace(status, code=response.status_code)
+
+
 def _raise_for(
     verb: str, kind: Kind, namespace: str | None, code: int | None, reason: Any, message: Any
 ) -> NoReturn:
+    """The error for an HTTP status (and the Status's reason: 409 is two errors)."""
     said = f": {printable(message)}" if message else ""
     if code == 403:
         raise Forbidden(verb, kind, namespace)
@@ -281,38 +301,4 @@ def _raise_for(
     raise ClusterError(f"Kubernetes API answered {code} to {verb} {kind.plural}{said}")
 
 
-async def _bound_response(response: httpx2.Response) -> None:
-    """Before lightkube reads a byte: refuse an encoded body, and cap the rest."""
-    encoding = response.headers.get("Content-Encoding", "identity").lower()
-    if encoding != "identity":
-        raise Unreachable(f"Kubernetes API: a {encoding!r}-encoded answer, asked for none")
-    # lightkube reads headers["Content-Type"] of any error: a missing one would be a KeyError.
-    response.headers.setdefault("Content-Type", "application/octet-stream")
-    watch = response.request.url.params.get("watch") == "true"
-    limit = MAX_WATCH_EVENT if watch else MAX_RESPONSE
-    length = response.headers.get("Content-Length", "")
-    if length.isdigit() and int(length) > limit:
-        raise Unreachable(f"Kubernetes API: an answer of {length} bytes, over {limit}")
-    response.stream = _CappedStream(response.stream, limit, per_line=watch)
-
-
-class _CappedStream(httpx2.AsyncByteStream):
-    """A body refused past ``limit`` bytes: in all, or (a watch) since the last newline."""
-
-    def __init__(self, inner: Any, limit: int, *, per_line: bool) -> None:
-        self._inner = inner
-        self._limit = limit
-        self._per_line = per_line
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        size = 0
-        async for chunk in self._inner:
-            newline = chunk.rfind(b"\n") if self._per_line else -1
-            size = len(chunk) - newline - 1 if newline >= 0 else size + len(chunk)
-            if size > self._limit:
-                what = "watch event" if self._per_line else "answer"
-                raise Unreachable(f"Kubernetes API: a {what} over {self._limit} bytes")
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+__all__ = ["MAX_RESPONSE", "MAX_WATCH_EVENT", "PAGE_SIZE", "KubeCluster"]
