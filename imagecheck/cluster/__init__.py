@@ -6,6 +6,7 @@ initContainer image. The modules:
 
     model.py   the objects and the ``Cluster`` interface the commands are written against
     api.py     ``Cluster`` over the Kubernetes API (lightkube): kubeconfig or in-cluster
+    bounds.py  caps on what the API sends, before lightkube reads it
     reap.py    which stuck pods to act on, and what to do (pure: objects in, actions out)
     audit.py   workloads and their images, checked once per distinct image
 """

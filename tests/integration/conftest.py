@@ -8,6 +8,9 @@ scoped, listen on 127.0.0.1 only, and are stopped when the session ends.
 The storage is shared: a test may push to a repository of its own, but must not delete or
 overwrite the samples (:func:`tests.support.images.seed_samples`).
 
+``kube_api`` is the Kubernetes API stand-in (``tests/support/kubeapi``): one HTTPS server for
+the session, emptied before each test that uses it, with a kubeconfig pointing at it.
+
 ``docker-registry`` or ``htpasswd`` missing: the fixtures skip, except under ``CI=true``
 where they fail, so that CI cannot go green by running nothing.
 """
@@ -30,6 +33,7 @@ import pytest
 from tests.integration.pki import TLSMaterial, make_tls_material, make_token_signer
 from tests.integration.tokenserver import TokenServer
 from tests.support.images import SampleImages, seed_samples
+from tests.support.kubeapi import KubeAPI
 from tests.support.registry import LocalRegistry, TokenAuthSettings, find_registry_binary
 
 USERNAME = "alice"
@@ -206,6 +210,25 @@ def token_server(registry_token: RegistryEndpoint) -> TokenServer:
     """The token registry's token server, reset for this test."""
     assert registry_token.token_server is not None
     return registry_token.token_server
+
+
+@pytest.fixture(scope="session")
+def _kube_api_server(
+    tls_material: TLSMaterial, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KubeAPI]:
+    api = KubeAPI.start(
+        tls_material.server_context(), tls_material.ca_file, tmp_path_factory.mktemp("kubeapi")
+    )
+    yield api
+    api.stop()
+
+
+@pytest.fixture
+def kube_api(_kube_api_server: KubeAPI) -> KubeAPI:
+    """The Kubernetes API stand-in (``tests/support/kubeapi``), emptied for this test: no
+    objects, every verb allowed, no writes logged. ``kube_api.kubeconfig`` points at it."""
+    _kube_api_server.reset()
+    return _kube_api_server
 
 
 def _bcrypt_line(username: str, password: str) -> str:
