@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Mapping, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -34,8 +36,10 @@ Exit codes:
   4    the Kubernetes API refused (the message names the RBAC verb and resource) or failed
   130  interrupted (Ctrl-C); 143 terminated (SIGTERM)"""
 
+log = logging.getLogger("imagecheck")
 VERDICTS = {s.value: s for s in (Status.MISSING, Status.INVALID, Status.DENIED, Status.ERROR)}
 GRACE_RANGE = (0.0, 7 * 86400.0)
+RESYNC_RANGE = (1.0, 86400.0)
 CHECK_DEADLINE = 60.0  # seconds for one image's check, retries included
 # Tests (and embedders) may hand the command a ready Cluster: ctx.obj = {CLUSTER: factory}.
 CLUSTER = "imagecheck.cluster"
@@ -56,8 +60,8 @@ def act_on(text: str) -> frozenset[Status]:
 @click.option(
     "--once",
     is_flag=True,
-    help="One pass, then exit (for a CronJob). Required for now: the loop (watch, "
-    "resync, leader election) is not built yet.",
+    help="One pass, then exit (for a CronJob). Without it: a pass every --resync until "
+    "terminated (for a Deployment of one replica).",
 )
 @click.option(
     "--kubeconfig",
@@ -65,6 +69,14 @@ def act_on(text: str) -> frozenset[Status]:
     help="kubeconfig file [default: in-cluster, else $KUBECONFIG, ~/.kube/config].",
 )
 @click.option("--context", metavar="NAME", help="kubeconfig context [default: its current one].")
+@click.option(
+    "--resync",
+    type=Seconds(*RESYNC_RANGE),
+    default=60.0,
+    show_default="1m",
+    metavar="DURATION",
+    help="Without --once: the time between passes.",
+)
 @click.option("-n", "--namespace", metavar="NS", help="Only this namespace [default: all].")
 @click.option("-l", "--selector", metavar="LABELS", help="Only pods with these labels (a=b,c=d).")
 @click.option(
@@ -102,6 +114,7 @@ def act_on(text: str) -> frozenset[Status]:
 @registry_options
 def reap(
     once: bool,
+    resync: float,
     kubeconfig: str | None,
     context: str | None,
     namespace: str | None,
@@ -126,8 +139,6 @@ def reap(
     from imagecheck.cluster.reap_pass import ReapOptions  # noqa: PLC0415
 
     settings = start_run(options)
-    if not once:
-        raise UsageError("reap runs one pass for now: add --once (the loop is not built yet)")
     require_credentials_host(settings, "reap")
     reap_options = ReapOptions(
         grace=grace,
@@ -139,7 +150,7 @@ def reap(
     )
     factory = _cluster_factory(kubeconfig, context)
     echo = _echo_json if output == "json" else _echo_text
-    run_async(_main(factory, reap_options, settings, echo))
+    run_async(_main(factory, reap_options, settings, echo, None if once else resync))
 
 
 async def _main(
@@ -147,10 +158,14 @@ async def _main(
     reap_options: ReapOptions,
     settings: CheckSettings,
     echo: Callable[[Outcome], None],
+    resync: float | None,
 ) -> None:
     cluster = await factory()
     try:
-        await reap_once(cluster, reap_options, settings, echo)
+        if resync is None:
+            await reap_once(cluster, reap_options, settings, echo)
+        else:
+            await reap_loop(cluster, reap_options, settings, echo, resync)
     finally:
         close = getattr(cluster, "aclose", None)
         if close is not None:
@@ -181,6 +196,33 @@ async def reap_once(
     for outcome in outcomes:
         echo(outcome)
     return outcomes
+
+
+async def reap_loop(
+    cluster: Cluster,
+    reap_options: ReapOptions,
+    settings: CheckSettings,
+    echo: Callable[[Outcome], None],
+    resync: float,
+    *,
+    passes: int | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
+    """A pass every ``resync`` seconds (``passes`` of them; None: until cancelled). An API that
+    cannot be reached is logged and tried again next time; a refusal (RBAC) ends the loop,
+    so the pod's restarts show the message. Every pass reads the cluster afresh: nothing is
+    carried between passes but what the Jobs' annotations record."""
+    from imagecheck.cluster.model import Gone, Unreachable  # noqa: PLC0415
+
+    done = 0
+    while passes is None or done < passes:
+        try:
+            await reap_once(cluster, reap_options, settings, echo)
+        except (Unreachable, Gone) as exc:  # Forbidden and Conflict's kin end the loop
+            log.warning("reap: this pass failed (%s); again in %gs", exc, resync)
+        done += 1
+        if passes is None or done < passes:
+            await sleep(resync)
 
 
 def _cluster_factory(kubeconfig: str | None, context: str | None) -> Callable[[], Any]:

@@ -3,15 +3,22 @@ command is handed the in-memory cluster (``ctx.obj``); the registry is faked by 
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import respx
 from click.testing import CliRunner, Result
 
 from imagecheck.cli import cli
-from imagecheck.cli._reap import CLUSTER
-from imagecheck.cluster.model import JOB, POD
+from imagecheck.cli._options import CheckSettings, start_run
+from imagecheck.cli._reap import CLUSTER, reap, reap_loop
+from imagecheck.cluster.model import JOB, JSON, POD, Forbidden, Kind, Selector, Unreachable
+from imagecheck.cluster.reap import Action, Outcome
+from imagecheck.cluster.reap_pass import ReapOptions
 from tests.support.fakecluster import FakeCluster
 from tests.unit.test_reap import MISSING, job, pod
 
@@ -97,9 +104,9 @@ def test_usage_errors_exit_2(env: dict[str, str | None]) -> None:
     bad = run(cluster, ["--once", "--act-on", "missing,gone"], env)
     assert bad.exit_code == 2
     assert "expected a comma-separated list of missing, invalid, denied, error" in bad.stderr
-    loop = run(cluster, [], env)
-    assert loop.exit_code == 2
-    assert "add --once" in loop.stderr
+    resync = run(cluster, ["--resync", "0"], env)
+    assert resync.exit_code == 2
+    assert resync.stderr.startswith("imagecheck: error: --resync: ")
     grace = run(cluster, ["--once", "--grace", "soon"], env)
     assert grace.exit_code == 2
     assert grace.stderr.startswith("imagecheck: error: --grace: ")
@@ -113,3 +120,58 @@ def test_help_documents_exit_codes(env: dict[str, str | None]) -> None:
         assert words in result.stdout
     assert "4    the Kubernetes API refused" in result.stdout
     assert "reap" in CliRunner().invoke(cli, ["--help"], env=env).stdout
+
+
+class FlakyCluster(FakeCluster):
+    """An API server that cannot be reached for the first ``failures`` lists."""
+
+    failures = 1
+
+    def list(self, kind: Kind, selector: Selector = Selector()) -> AsyncIterator[JSON]:  # noqa: B008
+        if self.failures:
+            self.failures -= 1
+            raise Unreachable("cannot reach the Kubernetes API at https://10.0.0.1: refused")
+        return super().list(kind, selector)
+
+
+def test_the_loop_outlives_an_unreachable_api(
+    network: respx.MockRouter, capsys: pytest.CaptureFixture[str], small_trust_store: None
+) -> None:
+    fake_registry(network)
+    cluster = FlakyCluster()
+    cluster.add(JOB, job(age=31 * 86400))
+    cluster.add(POD, pod("train-1-abcde", stuck_for=30 * 86400))
+    slept: list[float] = []
+    seen: list[Outcome] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    settings = start_run(_registry_defaults())  # logs to stderr, as the command does
+    asyncio.run(
+        reap_loop(cluster, ReapOptions(), settings, seen.append, 30.0, passes=3, sleep=sleep)
+    )
+    assert slept == [30.0, 30.0]
+    assert capsys.readouterr().err == (
+        "imagecheck: reap: this pass failed (cannot reach the Kubernetes API at "
+        "https://10.0.0.1: refused); again in 30s\n"
+    )
+    # The second pass fails the Job; the third finds it reaped already.
+    assert [o.action for o in seen] == [Action.ACTED, Action.SKIPPED]
+    assert [w.verb for w in cluster.writes] == ["patch", "create", "create"]
+
+
+def test_the_loop_ends_on_a_refusal(small_trust_store: None) -> None:
+    cluster = FakeCluster()
+    cluster.forbidden.add(("list", "pods"))
+    settings = start_run(_registry_defaults())
+    with pytest.raises(Forbidden):
+        asyncio.run(reap_loop(cluster, ReapOptions(), settings, print, 30.0, passes=3))
+
+
+def _registry_defaults() -> dict[str, Any]:
+    """What click hands the command for the registry options when none is given."""
+    with reap.make_context("reap", []) as ctx:
+        params = dict(ctx.params)
+    names = {f.name for f in dataclasses.fields(CheckSettings)}
+    return {k: v for k, v in params.items() if k in names}
