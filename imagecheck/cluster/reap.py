@@ -184,8 +184,10 @@ def job_skip_reason(job: JSON, owner: Owner, now: float) -> str | None:
     meta = _mapping(job, "metadata")
     if owner.uid and meta.get("uid") != owner.uid:
         return "its Job was replaced by another of the same name"
-    if REAPED in (meta.get("annotations") or {}):
-        return f"Job reaped already ({printable(meta['annotations'][REAPED], MAX_REASON)})"
+    _text(meta, "resourceVersion")  # the patch's precondition: without it, no safe write
+    annotations = _mapping(meta, "annotations")
+    if REAPED in annotations:
+        return f"Job reaped already ({printable(annotations[REAPED], MAX_REASON)})"
     status = _mapping(job, "status")
     for condition in status.get("conditions") or []:
         finished = _is_map(condition) and condition.get("type") in _FINISHED
@@ -195,8 +197,9 @@ def job_skip_reason(job: JSON, owner: Owner, now: float) -> str | None:
         return "Job is suspended (the controller deletes its pods itself)"
     if not status.get("startTime"):
         return "Job has no status.startTime yet"
+    age = job_age(job, now)  # parsed here, where a bad time is a skip, not in the patch
     deadline = _mapping(job, "spec").get("activeDeadlineSeconds")
-    if isinstance(deadline, int) and deadline <= job_age(job, now):
+    if isinstance(deadline, int) and deadline <= age:
         return "Job's activeDeadlineSeconds is already past (the controller is failing it)"
     return None
 

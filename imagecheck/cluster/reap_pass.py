@@ -195,7 +195,10 @@ class Reaper:
                 fresh = await self.cluster.get(JOB, pod.namespace, name)
                 if fresh is None:
                     return "its Job is gone"
-                skip = job_skip_reason(fresh, pod.owner, self.clock())
+                try:
+                    skip = job_skip_reason(fresh, pod.owner, self.clock())
+                except Malformed as exc:
+                    return f"its Job is malformed: {exc}"
                 if skip:
                     return skip
                 job = fresh

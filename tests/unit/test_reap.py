@@ -522,3 +522,26 @@ def test_outcome_json_fields(setup: Setup) -> None:
     assert outcome.text().startswith(
         "would act: pod ml/train-1-abcde (Job ml/train-1): fail the Job"
     )
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        pytest.param(
+            {"metadata": {"annotations": ["x"]}},
+            "its Job is malformed: annotations is not an object",
+            id="annotations",
+        ),
+        pytest.param(
+            {"status": {"startTime": "yesterday"}},
+            "its Job is malformed: not a time: yesterday",
+            id="start-time",
+        ),
+    ],
+)
+def test_malformed_jobs_are_left_alone(setup: Setup, changes: dict[str, Any], why: str) -> None:
+    setup.cluster.add(JOB, job(**changes))
+    setup.cluster.add(POD, pod("train-1-abcde"))
+    [outcome] = setup.run()
+    assert (outcome.action, outcome.why) == (Action.SKIPPED, why)
+    assert setup.cluster.writes == []
