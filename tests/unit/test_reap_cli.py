@@ -20,7 +20,7 @@ from imagecheck.cluster.model import JOB, JSON, POD, Forbidden, Kind, Selector, 
 from imagecheck.cluster.reap import Action, Outcome
 from imagecheck.cluster.reap_pass import ReapOptions
 from tests.support.fakecluster import FakeCluster
-from tests.unit.test_reap import MISSING, job, pod
+from tests.support.reapcase import MISSING, job, pod
 
 FOUND = "registry.test/team/train:1.0.0"
 
