@@ -117,6 +117,8 @@ class Outcome:
 def stuck_pod(pod: JSON) -> StuckPod | None:
     """The pod as a :class:`StuckPod` when a container of it waits on an image pull, else None;
     :class:`Malformed` when a field it needs has another shape than the API's."""
+    if not isinstance(pod, Mapping):
+        raise Malformed("not an object")
     meta = _mapping(pod, "metadata")
     status = _mapping(pod, "status")
     waiting = _waiting(status)

@@ -110,7 +110,7 @@ class Reaper:
             except Malformed as exc:
                 log.warning("skipping pod %s: %s", _name(pod), exc)
                 continue
-            if found is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            if found is None or pod["metadata"].get("deletionTimestamp"):
                 continue
             if len(stuck) >= self.options.max_stuck:
                 log.warning("more than %d stuck pods: the rest wait for the next pass", len(stuck))
@@ -278,8 +278,8 @@ class _Said:
         return Outcome(self.pod, action, why, self.verdict, self.job, self.cronjob)
 
 
-def _name(obj: JSON) -> str:
-    meta = obj.get("metadata")
+def _name(obj: object) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
     if not isinstance(meta, dict):
         return "(no metadata)"
     return f"{meta.get('namespace')}/{meta.get('name')}"

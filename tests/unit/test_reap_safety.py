@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from imagecheck.cluster.model import JOB, POD, Forbidden, Kind, Selector
-from imagecheck.cluster.reap import REAPED, Action
+from imagecheck.cluster.reap import REAPED, Action, Malformed, stuck_pod
 from tests.support.fakecluster import FakeCluster
 from tests.support.reapcase import (
     Setup,
@@ -166,6 +166,8 @@ def test_malformed_pods_are_skipped_with_a_log_line(
     with caplog.at_level(logging.WARNING, logger="imagecheck"):
         outcomes = setup.run()
     assert [o.pod.name for o in outcomes] == ["train-1-abcde"]
+    with pytest.raises(Malformed, match="not an object"):
+        stuck_pod(["not", "a", "pod"])  # type: ignore[arg-type]
     assert "skipping pod ml/broken: status.containerStatuses is not a list" in caplog.text
     assert "skipping pod ml/no-time: not a time: 12" in caplog.text
 
