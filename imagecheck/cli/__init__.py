@@ -5,7 +5,7 @@ library (``imagecheck.run``) once, renders the results, and exits with the code
 - ``_app``: the group, where every command ends (errors, Ctrl-C, SIGTERM)
 - ``_types``: option values parsed and bounded as click reads them
 - ``_options``: shared options, credentials from stdin, output, termination message, exit
-- ``_check``, ``_scan``, ``_serve``: one command each
+- ``_check``, ``_scan``, ``_serve``, ``_reap``: one command each
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the 
 if TYPE_CHECKING:
     from imagecheck.cli._app import EXIT_CODES_HELP, cli
     from imagecheck.cli._check import check
+    from imagecheck.cli._reap import reap
     from imagecheck.cli._scan import scan
     from imagecheck.cli._serve import serve
     from imagecheck.cli._types import duration, mirror_pair
@@ -31,6 +32,7 @@ _EXPORTS = {
     "EXIT_CODES_HELP": "imagecheck.cli._app",
     "cli": "imagecheck.cli._app",
     "check": "imagecheck.cli._check",
+    "reap": "imagecheck.cli._reap",
     "scan": "imagecheck.cli._scan",
     "serve": "imagecheck.cli._serve",
     "duration": "imagecheck.cli._types",
@@ -44,6 +46,7 @@ __all__ = [
     "duration",
     "main",
     "mirror_pair",
+    "reap",
     "scan",
     "serve",
 ]

@@ -45,6 +45,7 @@ COMMANDS = {
     "check": "imagecheck.cli._check",
     "scan": "imagecheck.cli._scan",
     "serve": "imagecheck.cli._serve",
+    "reap": "imagecheck.cli._reap",
 }
 
 

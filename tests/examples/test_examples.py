@@ -74,8 +74,15 @@ REPLACED_ARG = re.compile(r"spec\.template\.spec\.initContainers\.\[name=imagech
 kubernetes_validate = optional_module("kubernetes_validate")
 FILES, DOCUMENTS = collect()
 # Checked by their own tests: the webhook's manifests (cert-manager objects, no initContainer)
-# in test_webhook_examples.py, and the CI pipelines (not Kubernetes objects) in test_ci_files.py.
-OWN_TESTS = (EXAMPLES / "webhook", EXAMPLES / "github-actions.yml", EXAMPLES / "gitlab-ci.yml")
+# in test_webhook_examples.py, the CI pipelines (not Kubernetes objects) in test_ci_files.py, and
+# reap's CronJob and Deployment (imagecheck is their main container) in test_reap_examples.py.
+OWN_TESTS = (
+    EXAMPLES / "webhook",
+    EXAMPLES / "github-actions.yml",
+    EXAMPLES / "gitlab-ci.yml",
+    EXAMPLES / "reap-cronjob.yaml",
+    EXAMPLES / "reap-deployment.yaml",
+)
 
 
 def _checked_here(path: Path) -> bool:
@@ -155,11 +162,13 @@ def check_imagecheck(pod: Json, siblings: list[Json], *, partial: bool = False) 
         assert sorted(set(params["images"])) == sorted(set(others))
 
 
-def cli_params(args: list[str]) -> dict[str, Any]:
-    """What the real ``imagecheck check`` makes of the args (ENTRYPOINT is ``imagecheck``)."""
-    assert args[:1] == ["check"], "args start with the subcommand"
+def cli_params(args: list[str], command: click.Command = check_command) -> dict[str, Any]:
+    """What the real ``imagecheck check`` (or ``command``) makes of the args (ENTRYPOINT is
+    ``imagecheck``)."""
+    name = command.name or ""
+    assert args[:1] == [name], "args start with the subcommand"
     try:
-        with check_command.make_context("check", list(args[1:])) as ctx:
+        with command.make_context(name, list(args[1:])) as ctx:
             return dict(ctx.params)
     except click.ClickException as exc:
         pytest.fail(f"imagecheck rejects {args}: {exc.format_message()}", pytrace=False)

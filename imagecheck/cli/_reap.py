@@ -1,0 +1,255 @@
+"""``imagecheck reap``: fail the Jobs whose pods wait on an image the registry says is missing
+(issue #15). Options -> one pass (``cluster/reap_pass.py``) -> a line per stuck pod -> exit."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from imagecheck.cli._app import run_async
+from imagecheck.cli._options import (
+    CheckSettings,
+    read_credentials,
+    registry_options,
+    require_credentials_host,
+    start_run,
+)
+from imagecheck.cli._types import Seconds
+from imagecheck.errors import UsageError
+from imagecheck.result import Status
+
+if TYPE_CHECKING:  # the cluster modules load when reap runs, not for `check`
+    from imagecheck.cluster.model import Cluster
+    from imagecheck.cluster.reap import Outcome
+    from imagecheck.cluster.reap_pass import ReapOptions
+    from imagecheck.credentials import Keychain
+
+REAP_HELP = """\b
+Exit codes:
+  0    the pass ran (whatever it found: each stuck pod is a line of output)
+  2    usage error (an option, a credential source)
+  4    the Kubernetes API refused (the message names the RBAC verb and resource) or failed
+  130  interrupted (Ctrl-C); 143 terminated (SIGTERM)"""
+
+log = logging.getLogger("imagecheck")
+VERDICTS = {s.value: s for s in (Status.MISSING, Status.INVALID, Status.DENIED, Status.ERROR)}
+GRACE_RANGE = (0.0, 7 * 86400.0)
+RESYNC_RANGE = (1.0, 86400.0)
+CHECK_DEADLINE = 60.0  # seconds for one image's check, retries included
+# Tests (and embedders) may hand the command a ready Cluster: ctx.obj = {CLUSTER: factory}.
+CLUSTER = "imagecheck.cluster"
+
+
+def act_on(text: str) -> frozenset[Status]:
+    """``missing,denied`` as statuses; a :class:`UsageError` naming the choices otherwise."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [n for n in names if n not in VERDICTS]
+    if unknown or not names:
+        raise UsageError(
+            f"--act-on {text!r}: expected a comma-separated list of {', '.join(VERDICTS)}"
+        )
+    return frozenset(VERDICTS[n] for n in names)
+
+
+@click.command(epilog=REAP_HELP)
+@click.option(
+    "--once",
+    is_flag=True,
+    help="One pass, then exit (for a CronJob). Without it: a pass every --resync until "
+    "terminated (for a Deployment of one replica).",
+)
+@click.option(
+    "--kubeconfig",
+    metavar="PATH",
+    help="kubeconfig file [default: in-cluster, else $KUBECONFIG, ~/.kube/config].",
+)
+@click.option("--context", metavar="NAME", help="kubeconfig context [default: its current one].")
+@click.option(
+    "--resync",
+    type=Seconds(*RESYNC_RANGE),
+    default=60.0,
+    show_default="1m",
+    metavar="DURATION",
+    help="Without --once: the time between passes.",
+)
+@click.option("-n", "--namespace", metavar="NS", help="Only this namespace [default: all].")
+@click.option("-l", "--selector", metavar="LABELS", help="Only pods with these labels (a=b,c=d).")
+@click.option(
+    "--grace",
+    type=Seconds(*GRACE_RANGE),
+    default=120.0,
+    show_default="2m",
+    metavar="DURATION",
+    help="Leave pods stuck for less than this (from the pod's status.startTime): a "
+    "tag being pushed right now gets time.",
+)
+@click.option(
+    "--act-on",
+    "act_on_text",
+    default="missing,invalid",
+    show_default=True,
+    metavar="VERDICTS",
+    help="Verdicts that fail a Job: missing, invalid, denied, error. denied and "
+    "error may be imagecheck's lack of the node's credentials, or an outage.",
+)
+@click.option(
+    "--include-pods",
+    is_flag=True,
+    help="Also delete stuck pods that no controller owns (bare pods).",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be done; write nothing.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: a line per stuck pod; json: an object per line.",
+)
+@registry_options
+def reap(
+    once: bool,
+    resync: float,
+    kubeconfig: str | None,
+    context: str | None,
+    namespace: str | None,
+    selector: str | None,
+    grace: float,
+    act_on_text: str,
+    include_pods: bool,
+    dry_run: bool,
+    output: str,
+    **options: Any,
+) -> None:
+    """Fail the Jobs whose pods wait on an image the registry says does not exist.
+
+    Pods waiting in ErrImagePull, ImagePullBackOff or InvalidImageName that belong to a Job
+    (or a CronJob's Job) are checked against their registry, with their pull secrets when
+    RBAC allows reading them; when the image is missing, the Job's activeDeadlineSeconds is
+    set to its age, so the Job controller fails it (DeadlineExceeded) and deletes its pods.
+    The reason goes on the Job (annotation imagecheck.io/reaped) and into Events
+    (reason ImageMissing) on the Job and the pod. Pods of other owners are never touched.
+    """
+    from imagecheck.cluster.model import Selector  # noqa: PLC0415
+    from imagecheck.cluster.reap_pass import ReapOptions  # noqa: PLC0415
+
+    settings = start_run(options)
+    require_credentials_host(settings, "reap")
+    reap_options = ReapOptions(
+        grace=grace,
+        act_on=act_on(act_on_text),
+        dry_run=dry_run,
+        include_pods=include_pods,
+        selector=Selector(namespace=namespace, labels=selector),
+        deadline=CHECK_DEADLINE,
+    )
+    factory = _cluster_factory(kubeconfig, context)
+    echo = _echo_json if output == "json" else _echo_text
+    run_async(_main(factory, reap_options, settings, echo, None if once else resync))
+
+
+async def _main(
+    factory: Callable[[], Any],
+    reap_options: ReapOptions,
+    settings: CheckSettings,
+    echo: Callable[[Outcome], None],
+    resync: float | None,
+) -> None:
+    cluster = await factory()
+    try:
+        if resync is None:
+            await reap_once(cluster, reap_options, settings, echo)
+        else:
+            await reap_loop(cluster, reap_options, settings, echo, resync)
+    finally:
+        close = getattr(cluster, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def reap_once(
+    cluster: Cluster,
+    reap_options: ReapOptions,
+    settings: CheckSettings,
+    echo: Callable[[Outcome], None],
+) -> list[Outcome]:
+    """One pass over ``cluster`` with the command's registry settings; each outcome echoed."""
+    from imagecheck.client import ImageChecker  # noqa: PLC0415
+    from imagecheck.cluster.reap_pass import Reaper  # noqa: PLC0415
+    from imagecheck.run import client_options, keychain  # noqa: PLC0415
+
+    credentials = read_credentials(settings)
+
+    def keychain_for(texts: Sequence[tuple[str, str]]) -> Keychain:
+        # The pod's own secrets first, then what the command was given, as `check` orders them.
+        return keychain(**settings.sources(credentials, texts))
+
+    own = keychain(**settings.sources(credentials))
+    async with ImageChecker(client_options(**settings.client_options()), own) as checker:
+        reaper = Reaper(cluster, checker, reap_options, keychain_for=keychain_for)
+        outcomes = await reaper.run_once()
+    for outcome in outcomes:
+        echo(outcome)
+    return outcomes
+
+
+async def reap_loop(
+    cluster: Cluster,
+    reap_options: ReapOptions,
+    settings: CheckSettings,
+    echo: Callable[[Outcome], None],
+    resync: float,
+    *,
+    passes: int | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
+    """A pass every ``resync`` seconds (``passes`` of them; None: until cancelled). An API that
+    cannot be reached is logged and tried again next time; a refusal (RBAC) ends the loop,
+    so the pod's restarts show the message. Every pass reads the cluster afresh: nothing is
+    carried between passes but what the Jobs' annotations record."""
+    from imagecheck.cluster.model import Gone, Unreachable  # noqa: PLC0415
+
+    done = 0
+    while passes is None or done < passes:
+        try:
+            await reap_once(cluster, reap_options, settings, echo)
+        except (Unreachable, Gone) as exc:  # Forbidden and Conflict's kin end the loop
+            log.warning("reap: this pass failed (%s); again in %gs", exc, resync)
+        done += 1
+        if passes is None or done < passes:
+            await sleep(resync)
+
+
+def _cluster_factory(kubeconfig: str | None, context: str | None) -> Callable[[], Any]:
+    """How to reach the cluster: what ``ctx.obj`` offers (tests), else the Kubernetes API
+    through the ``cluster`` extra."""
+    ctx = click.get_current_context()
+    if isinstance(ctx.obj, Mapping) and CLUSTER in ctx.obj:
+        return ctx.obj[CLUSTER]  # type: ignore[no-any-return]
+
+    async def connect() -> Any:
+        try:
+            # Another part of issue #15 (cluster/api.py); absent without it, or without lightkube.
+            from imagecheck.cluster.api import (  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+                KubeCluster,
+            )
+        except ImportError:
+            raise UsageError(
+                "reap needs the cluster extra: pip install 'imagecheck[cluster]'"
+            ) from None
+        return await KubeCluster.connect(kubeconfig=kubeconfig, context=context)
+
+    return connect
+
+
+def _echo_text(outcome: Outcome) -> None:
+    click.echo(outcome.text())
+
+
+def _echo_json(outcome: Outcome) -> None:
+    click.echo(json.dumps(outcome.to_dict(), sort_keys=True))

@@ -1,0 +1,285 @@
+"""One pass of ``imagecheck reap`` over a :class:`~imagecheck.cluster.model.Cluster`: list the
+pods, keep the stuck ones (``reap.py``), ask the registry about each distinct image once, and
+fail the Jobs whose image is confirmed missing (issue #15).
+
+Memory is bounded whatever the cluster's size: pods stream from the list and only the stuck
+ones are kept, as a few strings each, at most ``max_stuck`` of them a pass (the rest wait for
+the next). Registry answers are kept for the pass only.
+
+Safety, in the order it is applied: the pod must have been stuck for ``grace``; it must be a
+Job's (a bare pod only with ``include_pods``; any other owner is never touched); the Job must
+not be finished, suspended, reaped or past its deadline already; the registry's verdict must be
+one of ``act_on`` (missing and invalid by default: *denied* and *error* may be the node's
+credentials or an outage, which a Job should outlive).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from imagecheck.client import ImageChecker
+from imagecheck.cluster.model import (
+    EVENT,
+    JOB,
+    JSON,
+    POD,
+    SECRET,
+    AlreadyExists,
+    Cluster,
+    Conflict,
+    Forbidden,
+    Selector,
+)
+from imagecheck.cluster.reap import (
+    DEFAULT_ACT_ON,
+    Action,
+    Malformed,
+    Outcome,
+    StuckPod,
+    controller,
+    event,
+    fail_patch,
+    job_skip_reason,
+    now,
+    reason_text,
+    stuck_pod,
+)
+from imagecheck.credentials import Keychain
+from imagecheck.errors import CredentialsError, InvalidReferenceError
+from imagecheck.kube import dockerconfig_text
+from imagecheck.reference import parse_reference
+from imagecheck.result import CheckResult, Status
+from imagecheck.retry import Deadline
+
+log = logging.getLogger("imagecheck")
+
+# A patch refused because the Job changed is read again and retried this many times.
+MAX_CONFLICT_RETRIES = 3
+MAX_STUCK = 10_000
+# The pod's secrets' .dockerconfigjson texts (and where each came from) -> the keychain to
+# check with: the CLI adds its own sources (config.json, --pull-secret...) behind them.
+KeychainFor = Callable[[Sequence[tuple[str, str]]], Keychain]
+
+
+@dataclass(frozen=True)
+class ReapOptions:
+    """What one pass may do (the command's options)."""
+
+    grace: float = 120.0
+    act_on: frozenset[Status] = DEFAULT_ACT_ON
+    dry_run: bool = False
+    include_pods: bool = False
+    selector: Selector = field(default_factory=Selector)
+    deadline: float = 60.0  # seconds for one image's check, retries included
+    max_stuck: int = MAX_STUCK
+
+
+class Reaper:
+    """Runs passes; one instance per process (it remembers what RBAC refused)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        checker: ImageChecker,
+        options: ReapOptions,
+        *,
+        keychain_for: KeychainFor | None = None,
+        clock: Callable[[], float] = now,
+    ) -> None:
+        self.cluster = cluster
+        self.checker = checker
+        self.options = options
+        self.keychain_for = keychain_for
+        self.clock = clock
+        self.secrets_forbidden = False
+
+    async def run_once(self) -> list[Outcome]:
+        """One pass: an outcome per stuck pod found. Raises
+        :class:`~imagecheck.cluster.model.ClusterError` when the API refuses or fails."""
+        verdicts: dict[tuple[str, str, tuple[str, ...]], CheckResult] = {}
+        return [await self.consider(pod, verdicts) for pod in await self.stuck_pods()]
+
+    async def stuck_pods(self) -> list[StuckPod]:
+        stuck: list[StuckPod] = []
+        async for pod in self.cluster.list(POD, self.options.selector):
+            try:
+                found = stuck_pod(pod)
+            except Malformed as exc:
+                log.warning("skipping pod %s: %s", _name(pod), exc)
+                continue
+            if found is None or pod["metadata"].get("deletionTimestamp"):
+                continue
+            if len(stuck) >= self.options.max_stuck:
+                log.warning("more than %d stuck pods: the rest wait for the next pass", len(stuck))
+                break
+            stuck.append(found)
+        return stuck
+
+    async def consider(
+        self, pod: StuckPod, verdicts: dict[tuple[str, str, tuple[str, ...]], CheckResult]
+    ) -> Outcome:
+        """What to do about one stuck pod, done (or, with ``dry_run``, only said)."""
+        waited = self.clock() - pod.since
+        if waited < self.options.grace:
+            why = f"stuck for {waited:.0f}s, within --grace {self.options.grace:g}s"
+            return Outcome(pod, Action.SKIPPED, why)
+        if pod.owner is None:
+            if not self.options.include_pods:
+                return Outcome(pod, Action.SKIPPED, "a bare pod: only with --include-pods")
+            return await self._bare_pod(pod, verdicts)
+        if pod.owner.kind != "Job":
+            why = f"owned by {pod.owner.kind} {pod.owner.name}: reap acts on Jobs only"
+            return Outcome(pod, Action.SKIPPED, why)
+        return await self._job_pod(pod, verdicts)
+
+    async def _job_pod(
+        self, pod: StuckPod, verdicts: dict[tuple[str, str, tuple[str, ...]], CheckResult]
+    ) -> Outcome:
+        assert pod.owner is not None
+        job = await self.cluster.get(JOB, pod.namespace, pod.owner.name)
+        said = _Said(pod, f"{pod.namespace}/{pod.owner.name}")
+        if job is None:
+            return said(Action.SKIPPED, "its Job is gone")
+        try:
+            cron = controller(job.get("metadata") or {})
+            if cron is not None and cron.kind == "CronJob":
+                said.cronjob = f"{pod.namespace}/{cron.name}"
+            skip = job_skip_reason(job, pod.owner, self.clock())
+        except Malformed as exc:
+            log.warning("skipping Job %s: %s", said.job, exc)
+            return said(Action.SKIPPED, f"its Job is malformed: {exc}")
+        if skip:
+            return said(Action.SKIPPED, skip)
+        result = await self._verdict(pod, verdicts)
+        said.verdict = result.status
+        reason = reason_text(result.status, pod.image, result.message)
+        if result.status not in self.options.act_on:
+            return said(Action.SKIPPED, f"{reason}: not acted on")
+        if self.options.dry_run:
+            return said(Action.WOULD_ACT, f"fail the Job: {reason}")
+        skip = await self._fail_job(job, pod, reason)
+        if skip:
+            return said(Action.SKIPPED, skip)
+        return said(Action.ACTED, f"failed the Job: {reason}")
+
+    async def _bare_pod(
+        self, pod: StuckPod, verdicts: dict[tuple[str, str, tuple[str, ...]], CheckResult]
+    ) -> Outcome:
+        result = await self._verdict(pod, verdicts)
+        reason = reason_text(result.status, pod.image, result.message)
+        if result.status not in self.options.act_on:
+            return Outcome(pod, Action.SKIPPED, f"{reason}: not acted on", result.status)
+        if self.options.dry_run:
+            return Outcome(pod, Action.WOULD_ACT, f"delete the pod: {reason}", result.status)
+        body = {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
+        await self._event(POD.kind, body, reason)
+        await self.cluster.delete(POD, pod.namespace, pod.name)
+        log.info("deleted pod %s: %s", pod.path, reason)
+        return Outcome(pod, Action.ACTED, f"deleted the pod: {reason}", result.status)
+
+    async def _fail_job(self, job: JSON, pod: StuckPod, reason: str) -> str | None:
+        """Patch the Job to fail; a Job that changed meanwhile is read again and judged again.
+        None when it was failed, else why it was left alone."""
+        assert pod.owner is not None
+        name = pod.owner.name
+        for _ in range(MAX_CONFLICT_RETRIES + 1):
+            try:
+                job = await self.cluster.patch(
+                    JOB, pod.namespace, name, fail_patch(job, self.clock(), reason)
+                )
+                break
+            except Conflict:
+                fresh = await self.cluster.get(JOB, pod.namespace, name)
+                if fresh is None:
+                    return "its Job is gone"
+                try:
+                    skip = job_skip_reason(fresh, pod.owner, self.clock())
+                except Malformed as exc:
+                    return f"its Job is malformed: {exc}"
+                if skip:
+                    return skip
+                job = fresh
+        else:
+            return f"its Job changed {MAX_CONFLICT_RETRIES + 1} times while being patched"
+        log.info("failed Job %s/%s (pod %s): %s", pod.namespace, name, pod.name, reason)
+        await self._event(JOB.kind, job, f"failed by imagecheck reap: {reason}")
+        pod_ref = {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
+        await self._event(POD.kind, pod_ref, f"its Job {name} failed by imagecheck reap: {reason}")
+        return None
+
+    async def _event(self, kind: str, obj: JSON, message: str) -> None:
+        which = JOB if kind == JOB.kind else POD
+        body = event(which, obj, message, self.clock())
+        # AlreadyExists: the same nanosecond twice, and one event says it already.
+        with contextlib.suppress(AlreadyExists):
+            await self.cluster.create(EVENT, body["metadata"]["namespace"], body)
+
+    async def _verdict(
+        self, pod: StuckPod, verdicts: dict[tuple[str, str, tuple[str, ...]], CheckResult]
+    ) -> CheckResult:
+        """The registry's answer for the pod's image, once per image (and pull secrets) a
+        pass. InvalidImageName is the kubelet's own verdict: its parser refused the name,
+        no registry was asked, and no wait mends it."""
+        if pod.reason == "InvalidImageName":
+            message = "the kubelet cannot parse it (InvalidImageName)"
+            return CheckResult(pod.image, None, Status.INVALID, message)
+        try:
+            ref = parse_reference(pod.image)
+        except InvalidReferenceError as exc:
+            return CheckResult(pod.image, None, Status.INVALID, exc.reason)
+        key = (pod.image, pod.namespace if pod.pull_secrets else "", pod.pull_secrets)
+        if key not in verdicts:
+            keychain = await self._keychain(pod)
+            deadline = Deadline.after(self.options.deadline)
+            verdicts[key] = await self.checker.check(
+                ref, deadline, image=pod.image, keychain=keychain
+            )
+        return verdicts[key]
+
+    async def _keychain(self, pod: StuckPod) -> Keychain | None:
+        """The pod's pull secrets, read through the API, ahead of the command's own sources;
+        None (the checker's own: local config, then anonymous) when it has none or RBAC
+        forbids reading secrets (said once)."""
+        if not pod.pull_secrets or self.keychain_for is None or self.secrets_forbidden:
+            return None
+        texts: list[tuple[str, str]] = []
+        for name in pod.pull_secrets:
+            where = f"secret {pod.namespace}/{name}"
+            try:
+                secret = await self.cluster.get(SECRET, pod.namespace, name)
+                if secret is not None:
+                    texts.append((dockerconfig_text(secret, where), where))
+            except Forbidden as exc:
+                self.secrets_forbidden = True
+                log.warning("%s; checking without pull secrets (local config, anonymous)", exc)
+                return None
+            except CredentialsError as exc:
+                log.warning("%s: not used", exc)
+        try:
+            return self.keychain_for(texts) if texts else None
+        except CredentialsError as exc:
+            log.warning("pull secrets of pod %s not used: %s", pod.path, exc)
+            return None
+
+
+@dataclass
+class _Said:
+    """The parts of a Job pod's outcome known so far."""
+
+    pod: StuckPod
+    job: str
+    cronjob: str | None = None
+    verdict: Status | None = None
+
+    def __call__(self, action: Action, why: str) -> Outcome:
+        return Outcome(self.pod, action, why, self.verdict, self.job, self.cronjob)
+
+
+def _name(obj: object) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict):
+        return "(no metadata)"
+    return f"{meta.get('namespace')}/{meta.get('name')}"
