@@ -155,18 +155,20 @@ class KubeClient:
         secret = self.get(
             f"/api/v1/namespaces/{ns}/secrets/{secret_name}", f"secret {ns}/{secret_name}"
         )
-        data = secret.get("data") or {}
-        for key in (".dockerconfigjson", ".dockercfg"):
-            if isinstance(data, dict) and isinstance(data.get(key), str):
-                try:
-                    return base64.b64decode(data[key], validate=True).decode("utf-8")
-                except (binascii.Error, UnicodeDecodeError):
-                    raise CredentialsError(
-                        f"secret {ns}/{secret_name}: {key} is not valid base64"
-                    ) from None
-        raise CredentialsError(
-            f"secret {ns}/{secret_name} holds neither .dockerconfigjson nor .dockercfg"
-        )
+        return dockerconfig_text(secret, f"secret {ns}/{secret_name}")
+
+
+def dockerconfig_text(secret: Mapping[str, Any], where: str) -> str:
+    """The ``.dockerconfigjson`` (or legacy ``.dockercfg``) text of a Secret as the API
+    answers it (base64 in ``data``): ``--from-pod``, the webhook and ``audit`` read them."""
+    data = secret.get("data") or {}
+    for key in (".dockerconfigjson", ".dockercfg"):
+        if isinstance(data, dict) and isinstance(data.get(key), str):
+            try:
+                return base64.b64decode(data[key], validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                raise CredentialsError(f"{where}: {key} is not valid base64") from None
+    raise CredentialsError(f"{where} holds neither .dockerconfigjson nor .dockercfg")
 
 
 def images_of(pod: Mapping[str, Any], skip_container: str) -> PodImages:
