@@ -114,7 +114,7 @@ def _take(obj: Any, kind: Kind, inventory: Inventory, owners: set[str], *, secre
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     name = _text(meta.get("name")) if isinstance(meta, dict) else None
     if meta is None or name is None:
-        log.warning("skipped a %s without metadata.name", kind.plural)
+        log.warning("skipped an object of %s: no metadata.name", kind.plural)
         inventory.skipped += 1
         return
     namespace = _text(meta.get("namespace")) or ""
