@@ -74,8 +74,15 @@ REPLACED_ARG = re.compile(r"spec\.template\.spec\.initContainers\.\[name=imagech
 kubernetes_validate = optional_module("kubernetes_validate")
 FILES, DOCUMENTS = collect()
 # Checked by their own tests: the webhook's manifests (cert-manager objects, no initContainer)
-# in test_webhook_examples.py, and the CI pipelines (not Kubernetes objects) in test_ci_files.py.
-OWN_TESTS = (EXAMPLES / "webhook", EXAMPLES / "github-actions.yml", EXAMPLES / "gitlab-ci.yml")
+# in test_webhook_examples.py, the CI pipelines (not Kubernetes objects) in test_ci_files.py,
+# cluster mode's (imagecheck runs as the container, not an initContainer) in
+# test_cluster_examples.py.
+OWN_TESTS = (
+    EXAMPLES / "webhook",
+    EXAMPLES / "github-actions.yml",
+    EXAMPLES / "gitlab-ci.yml",
+    EXAMPLES / "audit-cronjob.yaml",
+)
 
 
 def _checked_here(path: Path) -> bool:
