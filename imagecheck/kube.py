@@ -159,8 +159,9 @@ class KubeClient:
 
 
 def dockerconfig_text(secret: Mapping[str, Any], where: str) -> str:
-    """The ``.dockerconfigjson`` (or legacy ``.dockercfg``) text of a Secret read from the API
-    (``where`` names it in errors): ``--from-pod`` and ``reap`` both read pull secrets so."""
+    """The ``.dockerconfigjson`` (or legacy ``.dockercfg``) text of a Secret as the API
+    answers it (base64 in ``data``; ``where`` names it in errors): ``--from-pod``, the
+    webhook, ``reap`` and ``audit`` read pull secrets so."""
     data = secret.get("data") or {}
     for key in (".dockerconfigjson", ".dockercfg"):
         if isinstance(data, dict) and isinstance(data.get(key), str):

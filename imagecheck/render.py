@@ -308,3 +308,8 @@ def render_scan_github(
         message = _github_escape(f"{r.status.value}: {shown(r)}: {_line(r.message)}")
         lines.append(f"::error {props},title=image {r.status.value}::{message}")
     return "\n".join(lines)
+
+
+# The same rules for audit's renderers (cluster/render.py): one home for each.
+printable_line = _line
+github_escape = _github_escape

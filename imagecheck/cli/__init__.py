@@ -5,7 +5,7 @@ library (``imagecheck.run``) once, renders the results, and exits with the code
 - ``_app``: the group, where every command ends (errors, Ctrl-C, SIGTERM)
 - ``_types``: option values parsed and bounded as click reads them
 - ``_options``: shared options, credentials from stdin, output, termination message, exit
-- ``_check``, ``_scan``, ``_serve``, ``_reap``: one command each
+- ``_audit``, ``_check``, ``_reap``, ``_scan``, ``_serve``: one command each
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the 
 
 if TYPE_CHECKING:
     from imagecheck.cli._app import EXIT_CODES_HELP, cli
+    from imagecheck.cli._audit import audit
     from imagecheck.cli._check import check
     from imagecheck.cli._reap import reap
     from imagecheck.cli._scan import scan
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "EXIT_CODES_HELP": "imagecheck.cli._app",
+    "audit": "imagecheck.cli._audit",
     "cli": "imagecheck.cli._app",
     "check": "imagecheck.cli._check",
     "reap": "imagecheck.cli._reap",
@@ -41,6 +43,7 @@ _EXPORTS = {
 
 __all__ = [
     "EXIT_CODES_HELP",
+    "audit",
     "check",
     "cli",
     "duration",

@@ -42,6 +42,7 @@ SCAN_EXIT_CODES_HELP = EXIT_CODES_HELP.replace(
 # Each command's module, imported only when that command runs (or --help lists it): `check`
 # never loads serve's aiohttp or scan's PyYAML, and `--version` loads none (issue #14).
 COMMANDS = {
+    "audit": "imagecheck.cli._audit",
     "check": "imagecheck.cli._check",
     "scan": "imagecheck.cli._scan",
     "serve": "imagecheck.cli._serve",

@@ -100,8 +100,9 @@ def registry_options(command: Callable[..., None]) -> Callable[..., None]:
     return apply_options(command, options)
 
 
-def run_options(command: Callable[..., None]) -> Callable[..., None]:
-    """How a one-off run ends: its deadline, waiting, failure policy, termination message."""
+def run_options(command: Callable[..., None], *, wait: bool = True) -> Callable[..., None]:
+    """How a one-off run ends: its deadline, waiting (not for ``audit``, whose images are
+    what is deployed now), failure policy, termination message."""
     options = [
         click.option("--deadline", type=Seconds(*DEADLINE_RANGE), default=None,
                      show_default="60s + 50ms per image",
@@ -119,6 +120,8 @@ def run_options(command: Callable[..., None]) -> Callable[..., None]:
                      help="On failure, write a one-line summary here when the file exists "
                      "(Kubernetes shows it as the pod's termination message)."),
     ]  # fmt: skip
+    if not wait:
+        del options[1]  # --wait
     return apply_options(command, options)
 
 

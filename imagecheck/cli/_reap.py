@@ -167,9 +167,7 @@ async def _main(
         else:
             await reap_loop(cluster, reap_options, settings, echo, resync)
     finally:
-        close = getattr(cluster, "aclose", None)
-        if close is not None:
-            await close()
+        await cluster.close()
 
 
 async def reap_once(
@@ -234,10 +232,8 @@ def _cluster_factory(kubeconfig: str | None, context: str | None) -> Callable[[]
 
     async def connect() -> Any:
         try:
-            # Another part of issue #15 (cluster/api.py); absent without it, or without lightkube.
-            from imagecheck.cluster.api import (  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
-                KubeCluster,
-            )
+            # Absent without the cluster extra (lightkube).
+            from imagecheck.cluster.api import KubeCluster  # noqa: PLC0415
         except ImportError:
             raise UsageError(
                 "reap needs the cluster extra: pip install 'imagecheck[cluster]'"

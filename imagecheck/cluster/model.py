@@ -87,6 +87,10 @@ class Cluster(Protocol):
         """Delete an object; one that is gone already is not an error."""
         ...
 
+    async def close(self) -> None:
+        """Let go of the connections; the object is not used again."""
+        ...
+
     def watch(
         self, kind: Kind, selector: Selector, resource_version: str
     ) -> AsyncIterator[tuple[str, JSON]]:

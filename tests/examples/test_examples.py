@@ -75,13 +75,15 @@ kubernetes_validate = optional_module("kubernetes_validate")
 FILES, DOCUMENTS = collect()
 # Checked by their own tests: the webhook's manifests (cert-manager objects, no initContainer)
 # in test_webhook_examples.py, the CI pipelines (not Kubernetes objects) in test_ci_files.py, and
-# reap's CronJob and Deployment (imagecheck is their main container) in test_reap_examples.py.
+# cluster mode's (imagecheck is the main container, not an initContainer): reap's CronJob and
+# Deployment in test_reap_examples.py, audit's CronJob in test_cluster_examples.py.
 OWN_TESTS = (
     EXAMPLES / "webhook",
     EXAMPLES / "github-actions.yml",
     EXAMPLES / "gitlab-ci.yml",
     EXAMPLES / "reap-cronjob.yaml",
     EXAMPLES / "reap-deployment.yaml",
+    EXAMPLES / "audit-cronjob.yaml",
 )
 
 

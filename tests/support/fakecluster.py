@@ -41,6 +41,7 @@ class FakeCluster:
     writes: list[Write] = field(default_factory=list)
     events: list[tuple[str, JSON]] = field(default_factory=list)  # for watch
     version: int = 1
+    closed: bool = False
 
     def add(self, kind: Kind, obj: JSON) -> JSON:
         """Store ``obj`` (a deep copy, apiVersion/kind and a resourceVersion filled in)."""
@@ -122,6 +123,9 @@ class FakeCluster:
         obj = self.objects.pop((kind.plural, namespace, name), None)
         if obj is not None:
             self.events.append(("DELETED", copy.deepcopy(obj)))
+
+    async def close(self) -> None:
+        self.closed = True
 
     async def watch(
         self, kind: Kind, selector: Selector, resource_version: str

@@ -78,6 +78,10 @@ NUMERIC_OPTIONS = [
     ("check", "--concurrency"), ("check", "--retries"),
     ("scan", "--timeout"), ("scan", "--deadline"), ("scan", "--wait"),
     ("scan", "--concurrency"), ("scan", "--retries"),
+    ("audit", "--timeout"), ("audit", "--deadline"), ("audit", "--concurrency"),
+    ("audit", "--retries"),
+    ("reap", "--timeout"), ("reap", "--concurrency"), ("reap", "--retries"),
+    ("reap", "--grace"), ("reap", "--resync"),
     ("serve", "--timeout"), ("serve", "--concurrency"), ("serve", "--retries"),
     ("serve", "--review-deadline"), ("serve", "--cache-ttl"), ("serve", "--missing-ttl"),
     ("serve", "--cert-reload-interval"), ("serve", "--read-timeout"),
@@ -107,7 +111,7 @@ def test_every_numeric_option_is_covered() -> None:
 @pytest.mark.parametrize(("command", "option"), NUMERIC_OPTIONS)
 def test_bad_numbers_exit_2_in_one_line(command: str, option: str, value: str) -> None:
     args = [command, f"{option}={value}"]
-    args += {"check": ["example.test/app:1"], "scan": ["-"], "serve": []}[command]
+    args += {"check": ["example.test/app:1"], "scan": ["-"]}.get(command, [])
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
