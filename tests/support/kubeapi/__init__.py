@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,12 @@ class KubeAPI:
     def add(self, *objects: dict[str, Any]) -> list[dict[str, Any]]:
         """Store objects (from ``objects.py``); returns them as stored."""
         return [self.store.add(obj) for obj in objects]
+
+    def before(self, verb: str, plural: str, change: Callable[[Store], None]) -> None:
+        """Run ``change`` on the store once, just before the next ``verb`` on ``plural`` is
+        served (after its RBAC check): the object changes between a client's read and its
+        write, as when a controller updates it meanwhile."""
+        self.store.before[(verb, plural)] = change
 
     def allow(self, *rules: tuple[str, str]) -> None:
         """Only these (verb, plural) pairs; anything else answers 403."""

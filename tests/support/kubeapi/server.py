@@ -102,6 +102,7 @@ class KubeAPIServer:
         verb = _verb(request.method, name)
         with self.store.lock:
             self.store.check(verb, res, namespace)
+            self.store.interject(verb, res)
             if verb == "list":
                 return self._list(request, res, namespace)
             if namespace is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,7 +82,9 @@ class ApiError(Exception):
 class Store:
     """Objects by (plural, namespace, name). ``allowed``: the RBAC table, (verb, plural)
     pairs (None: everything allowed). ``history``: (resourceVersion, type, object) of every
-    change after ``compacted``, the oldest version a watch may start from."""
+    change after ``compacted``, the oldest version a watch may start from. ``before``: a
+    change to make once, just before the next request of a (verb, plural) is served: another
+    writer (a controller, kubectl) acting between a client's read and its write."""
 
     objects: dict[tuple[str, str, str], Any] = field(default_factory=dict)
     history: list[tuple[int, str, JSON]] = field(default_factory=list)
@@ -89,6 +92,7 @@ class Store:
     allowed: set[tuple[str, str]] | None = None
     version: int = 1000
     compacted: int = 0
+    before: dict[tuple[str, str], Callable[[Store], None]] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def add(self, obj: JSON) -> JSON:
@@ -120,6 +124,12 @@ class Store:
             f'"{res.plural}" in API group "{res.group}" {where}',
             res.plural,
         )
+
+    def interject(self, verb: str, res: Resource) -> None:
+        """Make the change registered in ``before`` for this request, if any (once)."""
+        change = self.before.pop((verb, res.plural), None)
+        if change is not None:
+            change(self)
 
     def items(self, res: Resource, namespace: str | None) -> list[Any]:
         keys = sorted(k for k in self.objects if k[0] == res.plural)
