@@ -173,7 +173,7 @@ async def read_secrets(
         try:
             secret = await cluster.get(SECRET, namespace, name)
             if secret is None:
-                log.warning("pull secret %s does not exist: not used", printable(where))
+                log.warning("pull %s does not exist: not used", printable(where))
                 continue
             texts[(namespace, name)] = dockerconfig_text(secret, where)
         except Forbidden as exc:

@@ -218,7 +218,7 @@ async def test_a_missing_or_broken_secret_is_a_warning_and_the_rest_are_read(
     assert base64.b64decode(auth) == b"bot:s3cret"
     lines = [r.getMessage() for r in caplog.records]
     assert lines == [
-        "pull secret secret a/absent does not exist: not used",
+        "pull secret a/absent does not exist: not used",
         "pull secret not used: secret a/opaque holds neither .dockerconfigjson nor .dockercfg",
     ]
 
