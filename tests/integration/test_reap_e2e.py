@@ -238,3 +238,39 @@ def test_a_conflict_on_patch_is_read_again_and_retried(
     assert [(e.method, e.body["involvedObject"]["kind"]) for e in events] == [
         ("POST", "Job"), ("POST", "Pod"),
     ]  # fmt: skip
+
+
+def test_the_pods_pull_secret_is_read_from_the_api(
+    kube_api: KubeAPI,
+    images: dict[str, str],
+    registry_token: RegistryEndpoint,
+    tls_material: TLSMaterial,
+    tmp_path: Path,
+) -> None:
+    stuck_job(kube_api, "denied", images["denied"])
+    assert registry_token.username and registry_token.password
+    kube_api.add(
+        k8s.pull_secret(
+            "regcred", NS, registry_token.host, registry_token.username, registry_token.password
+        )
+    )
+    result = reap(kube_api, tls_material, tmp_path, "--act-on", "missing,denied")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(
+        f"skipped: pod ci/denied-abcde (Job ci/denied): found {images['denied']}"
+    )
+    assert kube_api.writes == []
+
+
+def test_act_on_denied_fails_the_denied_images_job(
+    kube_api: KubeAPI, images: dict[str, str], tls_material: TLSMaterial, tmp_path: Path
+) -> None:
+    stuck_job(kube_api, "denied", images["denied"])
+    result = reap(kube_api, tls_material, tmp_path, "--act-on", "missing,denied")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(
+        f"acted: pod ci/denied-abcde (Job ci/denied): failed the Job: denied {images['denied']}"
+    )
+    assert [(w.method, w.path, w.status) for w in kube_api.writes] == [
+        ("PATCH", f"{JOBS}/denied", 200), ("POST", EVENTS, 201), ("POST", EVENTS, 201),
+    ]  # fmt: skip
