@@ -207,3 +207,35 @@ def test_a_403_on_listing_a_kind_is_exit_4_naming_verb_and_resource(
         f"(apiGroups: [apps]) {where}"
     ]
     assert result.stdout == ""
+
+
+def test_a_deployments_replicaset_and_pods_are_reported_as_the_deployment(
+    kube_api: KubeAPI, images: dict[str, str], tls_material: TLSMaterial, tmp_path: Path
+) -> None:
+    [deployment] = kube_api.add(k8s.deployment("web", "shop", images["found"]))
+    replicaset = k8s.deployment("web-5d4f8b7c9", "shop", images["found"])
+    replicaset.update(apiVersion="apps/v1", kind="ReplicaSet")
+    replicaset["metadata"]["ownerReferences"] = [owner(deployment)]
+    [replicaset] = kube_api.add(replicaset)
+    pod = k8s.pod("web-5d4f8b7c9-x2x9q", "shop", images["found"], waiting=None)
+    pod["metadata"]["ownerReferences"] = [owner(replicaset)]
+    kube_api.add(pod, k8s.pod("debug", "shop", images["found"], waiting=None))
+    result = audit(kube_api, tls_material, tmp_path, "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert statuses(result) == {
+        ("shop", "Deployment", "web", "main", images["found"], "found"),
+        ("shop", "Pod", "debug", "main", images["found"], "found"),  # a bare pod: its own
+    }
+
+
+def owner(obj: dict[str, Any]) -> dict[str, Any]:
+    """An ownerReferences entry for ``obj`` (as stored: its uid), as its controller sets it."""
+    meta = obj["metadata"]
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
