@@ -42,8 +42,8 @@ OUTCOMES = {
     "then the local credentials).",
     "unknown_error": "1: the image was not checked (an audit's bug; see the log).",
 }
-# imagecheck's statuses onto those outcomes. DENIED does not tell a 401 from a 403 (nor does
-# the kubelet's error), so it is one outcome; ERROR is network, 5xx, 429 or a broken protocol.
+# imagecheck's statuses onto those outcomes. DENIED does not tell a 401 from a 403, so it is
+# one outcome; ERROR is network, 5xx, 429 or a broken protocol.
 OUTCOME = {
     Status.FOUND: "available",
     Status.MISSING: "absent",
