@@ -16,8 +16,9 @@ outlasts the interval is followed at once by the next, never overlapped. A faile
 metrics and is counted.
 
 Why aiohttp: ``imagecheck serve`` serves its metrics with it already, and it runs in the loop
-the audits run in (no thread; the snapshot is swapped between scrapes). A scrape of 100,000
-series takes about a second of CPU, so the page is rendered in a thread, off the loop.
+the audits run in (no thread; the snapshot is swapped between scrapes). A page of 98,000
+series (14,000 containers) took 1.1 s of CPU and 17 MB here, so it is rendered in a thread,
+off the loop.
 """
 
 from __future__ import annotations
