@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
-from imagecheck.cli._app import EXIT_CODES_HELP, run_async
+from imagecheck.cli._app import EXIT_CODES_HELP, Terminated, run_async
 from imagecheck.cli._options import (
     CheckSettings,
     conclude,
@@ -18,17 +20,27 @@ from imagecheck.cli._options import (
     run_options,
     start_run,
 )
+from imagecheck.cli._types import Count, Seconds
 from imagecheck.cluster.audit import AuditReport, parse_kind
 from imagecheck.cluster.audit import audit as run_audit
+from imagecheck.cluster.limits import (
+    DEFAULT_INTERVAL,
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_SERIES,
+    MAX_INTERVAL,
+)
 from imagecheck.cluster.model import Cluster, Selector
 from imagecheck.cluster.render import RENDERERS
 from imagecheck.errors import UsageError
 from imagecheck.run import client_options, keychain
 
-AUDIT_EXIT_CODES_HELP = EXIT_CODES_HELP.replace(
-    "registry unreachable, failing after retries, or deadline exceeded",
-    "registry unreachable, failing after retries, or deadline exceeded; the Kubernetes API "
-    "unreachable or refusing a list (403: the RBAC rule is named)",
+AUDIT_EXIT_CODES_HELP = (
+    EXIT_CODES_HELP.replace(
+        "registry unreachable, failing after retries, or deadline exceeded",
+        "registry unreachable, failing after retries, or deadline exceeded; the Kubernetes API "
+        "unreachable or refusing a list (403: the RBAC rule is named)",
+    )
+    + "\nWith --serve: 0 stopped by SIGTERM/SIGINT; 2 usage error (options, kubeconfig, --listen)."
 )
 
 
@@ -71,6 +83,26 @@ AUDIT_EXIT_CODES_HELP = EXIT_CODES_HELP.replace(
     help="text: grouped by status with namespace/kind/name; json: every container "
     "with its result; github: workflow commands.",
 )
+@click.option(
+    "--serve",
+    is_flag=True,
+    help="Keep running: an audit every --interval (the first at once), the results served "
+    "as Prometheus metrics on --listen (/metrics, /healthz, /readyz) in "
+    "k8s-image-availability-exporter's names. Needs no --output.",
+)
+@click.option(
+    "--interval",
+    type=Seconds(1, MAX_INTERVAL),
+    metavar="DURATION",
+    help="With --serve: from one audit's start to the next [default: 5m].",
+)
+@click.option("--listen", metavar="HOST:PORT", help=f"With --serve: [default: {DEFAULT_LISTEN}].")
+@click.option(
+    "--max-series",
+    type=Count(1, 10_000_000),
+    help="With --serve: availability series exported at most (7 per workload container); "
+    f"the found images are left out first, with a log line [default: {DEFAULT_MAX_SERIES}].",
+)
 @registry_options
 @lambda command: run_options(command, wait=False)
 def audit(**options: Any) -> None:
@@ -80,10 +112,18 @@ def audit(**options: Any) -> None:
     every workload that uses it, then the local credentials. Needs the cluster extra."""
     own = {k: options.pop(k) for k in ("namespace", "labels", "kinds", "kubeconfig", "context",
                                         "no_pull_secrets", "output")}  # fmt: skip
+    serving = {k: options.pop(k) for k in ("serve", "interval", "listen", "max_series")}
     settings = start_run(options)
     require_credentials_host(settings, "audit")
     selector = Selector(namespace=own["namespace"], labels=own["labels"])
     kinds = [parse_kind(text) for text in own["kinds"]]
+    if serving.pop("serve"):
+        how = Connection(selector, kinds, not own["no_pull_secrets"], own["kubeconfig"],
+                         own["context"])  # fmt: skip
+        serve_audits(settings, how, **serving)
+        return
+    if any(value is not None for value in serving.values()):
+        raise UsageError("--interval, --listen and --max-series go with --serve")
     report = run_async(
         audit_cluster(settings, selector, kinds, not own["no_pull_secrets"],
                       own["kubeconfig"], own["context"])
@@ -93,6 +133,65 @@ def audit(**options: Any) -> None:
     if text:
         click.echo(text)
     conclude(list(results.values()), settings)
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Which cluster, and what to audit in it."""
+
+    selector: Selector
+    kinds: Sequence[Any]
+    secrets: bool
+    kubeconfig: str | None
+    context: str | None
+
+
+def serve_audits(
+    settings: CheckSettings,
+    how: Connection,
+    interval: float | None,
+    listen: str | None,
+    max_series: int | None,
+) -> None:
+    """``--serve``: audit every ``interval`` and serve the metrics, until SIGTERM (exit 0)."""
+    from imagecheck.cli._serve import listen_address, setup_json_logging  # noqa: PLC0415
+
+    try:  # the cluster extra: imported only here
+        from imagecheck.cluster import exporter, serve  # noqa: PLC0415
+        from imagecheck.webhook.telemetry import JsonFormatter  # noqa: PLC0415
+    except ImportError as exc:
+        raise UsageError(
+            f"audit --serve needs the cluster extra: pip install 'imagecheck[cluster]' ({exc.name})"
+        ) from None
+    host, port = listen_address(listen or DEFAULT_LISTEN)
+    setup_json_logging(JsonFormatter(), settings.verbose)
+    metrics = exporter.AuditMetrics(max_series or DEFAULT_MAX_SERIES)
+    where = serve.ServeSettings(host, port, interval or DEFAULT_INTERVAL)
+    try:
+        run_async(_serve(settings, how, metrics, where))
+    except (Terminated, KeyboardInterrupt):
+        sys.exit(0)  # the way a Deployment's pod is stopped
+    except OSError as exc:  # the address: the OS's words
+        raise UsageError(f"cannot serve on {host}:{port}: {exc}") from None
+
+
+async def _serve(settings: CheckSettings, how: Connection, metrics: Any, where: Any) -> None:
+    from imagecheck.cluster.api import KubeCluster  # noqa: PLC0415
+    from imagecheck.cluster.serve import Auditor, serve  # noqa: PLC0415
+
+    cluster = await KubeCluster.connect(kubeconfig=how.kubeconfig, context=how.context)
+    # Read once: --password-stdin cannot be read at every audit.
+    base = keychain(**settings.sources(read_credentials(settings)))
+    options = client_options(**settings.client_options())
+
+    async def once() -> AuditReport:
+        return await run_audit(cluster, how.selector, options, base, extra=how.kinds,
+                               secrets=how.secrets, deadline=settings.deadline)  # fmt: skip
+
+    try:
+        await serve(where, Auditor(once, metrics))
+    finally:
+        await cluster.close()
 
 
 async def audit_cluster(

@@ -9,4 +9,7 @@ initContainer image. The modules:
     bounds.py  caps on what the API sends, before lightkube reads it
     reap.py    which stuck pods to act on, and what to do (pure: objects in, actions out)
     audit.py   workloads and their images, checked once per distinct image
+    exporter.py  audit --serve's metrics (k8s-image-availability-exporter's names)
+    serve.py   audit --serve: an audit every interval, /metrics, /healthz, /readyz (aiohttp)
+    limits.py  audit --serve's defaults, without the extra's imports
 """
