@@ -79,7 +79,7 @@ NUMERIC_OPTIONS = [
     ("scan", "--timeout"), ("scan", "--deadline"), ("scan", "--wait"),
     ("scan", "--concurrency"), ("scan", "--retries"),
     ("audit", "--timeout"), ("audit", "--deadline"), ("audit", "--concurrency"),
-    ("audit", "--retries"),
+    ("audit", "--retries"), ("audit", "--interval"), ("audit", "--max-series"),
     ("reap", "--timeout"), ("reap", "--concurrency"), ("reap", "--retries"),
     ("reap", "--grace"), ("reap", "--resync"),
     ("serve", "--timeout"), ("serve", "--concurrency"), ("serve", "--retries"),
