@@ -82,12 +82,14 @@ class Elector:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         on_change: Callable[[bool], None] | None = None,
+        on_round: Callable[[], None] | None = None,
     ) -> None:
         self.cluster = cluster
         self.config = config
         self.clock = clock
         self.monotonic = monotonic
         self.on_change = on_change
+        self.on_round = on_round  # each round the API answered (a follower's sign of life)
         self.leading = False
         self._observed: Any = None  # the Lease's spec as last seen
         self._observed_at = 0.0  # when (monotonic) it was seen to change
@@ -100,18 +102,26 @@ class Elector:
             if lease is None:
                 created = await self.cluster.create(LEASE, cfg.namespace, self._body(None))
                 self._observe(created)
+                self._answered()
                 return True
             self._observe(lease)
             if not self._may_take(lease):
+                self._answered()
                 return False
             renewed = await self.cluster.replace(LEASE, cfg.namespace, cfg.name, self._body(lease))
         except (Conflict, AlreadyExists):
+            self._answered()
             return False  # another candidate wrote first: it won this round
         except ClusterError as exc:
             log.warning("leader election: lease %s/%s: %s", cfg.namespace, cfg.name, exc)
             return False
         self._observe(renewed)
+        self._answered()
         return True
+
+    def _answered(self) -> None:
+        if self.on_round is not None:
+            self.on_round()
 
     async def run(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Acquire, run ``work`` while leading, and stop it the moment leadership is lost;
