@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -24,9 +24,10 @@ from imagecheck.errors import UsageError
 from imagecheck.result import Status
 
 if TYPE_CHECKING:  # the cluster modules load when reap runs, not for `check`
+    from imagecheck.cli import _reap_loop
     from imagecheck.cluster.model import Cluster
     from imagecheck.cluster.reap import Outcome
-    from imagecheck.cluster.reap_pass import ReapOptions
+    from imagecheck.cluster.reap_pass import Reaper, ReapOptions
     from imagecheck.credentials import Keychain
 
 REAP_HELP = """\b
@@ -60,8 +61,27 @@ def act_on(text: str) -> frozenset[Status]:
 @click.option(
     "--once",
     is_flag=True,
-    help="One pass, then exit (for a CronJob). Without it: a pass every --resync until "
-    "terminated (for a Deployment of one replica).",
+    help="One pass, then exit (for a CronJob). Without it: list, then watch the pods, "
+    "acting on each as its grace ends, and list again every --resync (for a Deployment).",
+)
+@click.option(
+    "--leader-elect/--no-leader-elect",
+    default=None,
+    help="Without --once: act only while holding a Lease, so that of several replicas one "
+    "acts [default: on].",
+)
+@click.option(
+    "--lease-name", default="imagecheck-reap", show_default=True, help="The Lease's name."
+)
+@click.option(
+    "--lease-namespace",
+    metavar="NS",
+    help="The Lease's namespace [default: the pod's: $POD_NAMESPACE, else its service account's].",
+)
+@click.option(
+    "--metrics-listen",
+    metavar="HOST:PORT",
+    help="Without --once: serve /metrics (Prometheus) and /healthz here.",
 )
 @click.option(
     "--kubeconfig",
@@ -75,7 +95,7 @@ def act_on(text: str) -> frozenset[Status]:
     default=60.0,
     show_default="1m",
     metavar="DURATION",
-    help="Without --once: the time between passes.",
+    help="Without --once: the time between full lists (the watch carries changes between).",
 )
 @click.option("-n", "--namespace", metavar="NS", help="Only this namespace [default: all].")
 @click.option("-l", "--selector", metavar="LABELS", help="Only pods with these labels (a=b,c=d).")
@@ -114,6 +134,10 @@ def act_on(text: str) -> frozenset[Status]:
 @registry_options
 def reap(
     once: bool,
+    leader_elect: bool | None,
+    lease_name: str,
+    lease_namespace: str | None,
+    metrics_listen: str | None,
     resync: float,
     kubeconfig: str | None,
     context: str | None,
@@ -148,9 +172,19 @@ def reap(
         selector=Selector(namespace=namespace, labels=selector),
         deadline=CHECK_DEADLINE,
     )
+    if once and (leader_elect or metrics_listen):
+        raise UsageError("--leader-elect and --metrics-listen are for the loop, not --once")
+    loop = None
+    if not once:
+        from imagecheck.cli import _reap_loop  # noqa: PLC0415
+        from imagecheck.cli._serve import listen_address  # noqa: PLC0415
+
+        listen = listen_address(metrics_listen, "--metrics-listen") if metrics_listen else None
+        lease = (lease_name, lease_namespace) if leader_elect is not False else None
+        loop = _reap_loop.LoopOptions(resync, lease, listen)
     factory = _cluster_factory(kubeconfig, context)
     echo = _echo_json if output == "json" else _echo_text
-    run_async(_main(factory, reap_options, settings, echo, None if once else resync))
+    run_async(_main(factory, reap_options, settings, echo, loop))
 
 
 async def _main(
@@ -158,14 +192,16 @@ async def _main(
     reap_options: ReapOptions,
     settings: CheckSettings,
     echo: Callable[[Outcome], None],
-    resync: float | None,
+    loop: _reap_loop.LoopOptions | None,
 ) -> None:
     cluster = await factory()
     try:
-        if resync is None:
+        if loop is None:
             await reap_once(cluster, reap_options, settings, echo)
         else:
-            await reap_loop(cluster, reap_options, settings, echo, resync)
+            from imagecheck.cli._reap_loop import controller  # noqa: PLC0415
+
+            await controller(cluster, reap_options, settings, echo, loop)
     finally:
         await cluster.close()
 
@@ -177,6 +213,19 @@ async def reap_once(
     echo: Callable[[Outcome], None],
 ) -> list[Outcome]:
     """One pass over ``cluster`` with the command's registry settings; each outcome echoed."""
+    async with reaper_for(cluster, reap_options, settings) as reaper:
+        outcomes = await reaper.run_once()
+    for outcome in outcomes:
+        echo(outcome)
+    return outcomes
+
+
+@contextlib.asynccontextmanager
+async def reaper_for(
+    cluster: Cluster, reap_options: ReapOptions, settings: CheckSettings
+) -> AsyncIterator[Reaper]:
+    """A Reaper with the command's registry settings: the pods' own pull secrets first, then
+    what the command was given, as `check` orders them."""
     from imagecheck.client import ImageChecker  # noqa: PLC0415
     from imagecheck.cluster.reap_pass import Reaper  # noqa: PLC0415
     from imagecheck.run import client_options, keychain  # noqa: PLC0415
@@ -184,43 +233,11 @@ async def reap_once(
     credentials = read_credentials(settings)
 
     def keychain_for(texts: Sequence[tuple[str, str]]) -> Keychain:
-        # The pod's own secrets first, then what the command was given, as `check` orders them.
         return keychain(**settings.sources(credentials, texts))
 
     own = keychain(**settings.sources(credentials))
     async with ImageChecker(client_options(**settings.client_options()), own) as checker:
-        reaper = Reaper(cluster, checker, reap_options, keychain_for=keychain_for)
-        outcomes = await reaper.run_once()
-    for outcome in outcomes:
-        echo(outcome)
-    return outcomes
-
-
-async def reap_loop(
-    cluster: Cluster,
-    reap_options: ReapOptions,
-    settings: CheckSettings,
-    echo: Callable[[Outcome], None],
-    resync: float,
-    *,
-    passes: int | None = None,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> None:
-    """A pass every ``resync`` seconds (``passes`` of them; None: until cancelled). An API that
-    cannot be reached is logged and tried again next time; a refusal (RBAC) ends the loop,
-    so the pod's restarts show the message. Every pass reads the cluster afresh: nothing is
-    carried between passes but what the Jobs' annotations record."""
-    from imagecheck.cluster.model import Gone, Unreachable  # noqa: PLC0415
-
-    done = 0
-    while passes is None or done < passes:
-        try:
-            await reap_once(cluster, reap_options, settings, echo)
-        except (Unreachable, Gone) as exc:  # Forbidden and Conflict's kin end the loop
-            log.warning("reap: this pass failed (%s); again in %gs", exc, resync)
-        done += 1
-        if passes is None or done < passes:
-            await sleep(resync)
+        yield Reaper(cluster, checker, reap_options, keychain_for=keychain_for)
 
 
 def _cluster_factory(kubeconfig: str | None, context: str | None) -> Callable[[], Any]:

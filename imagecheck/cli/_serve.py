@@ -203,11 +203,11 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-def listen_address(listen: str) -> tuple[str, int]:
+def listen_address(listen: str, flag: str = "--listen") -> tuple[str, int]:
     """``HOST:PORT`` (``[::]:8443`` too) as a host to bind and a port."""
     host, sep, port = listen.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"--listen {listen!r}: expected HOST:PORT, e.g. 0.0.0.0:8443")
+        raise UsageError(f"{flag} {listen!r}: expected HOST:PORT, e.g. 0.0.0.0:8443")
     return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - a webhook listens for the API server
 
 

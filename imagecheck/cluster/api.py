@@ -24,7 +24,7 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -32,7 +32,7 @@ import httpx2
 import msgspec
 from lightkube import AsyncClient, ConfigError, KubeConfig
 from lightkube.config.kubeconfig import SingleConfig
-from lightkube.core.exceptions import ApiError
+from lightkube.core.exceptions import ApiError, NotReadyError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.types import CascadeType, PatchType
 
@@ -100,16 +100,17 @@ class KubeCluster:
 
     async def list(self, kind: Kind, selector: Selector = Selector()) -> AsyncGenerator[JSON]:  # noqa: B008
         """Objects page by page; an item that is not an object with a name is skipped."""
+        async for obj in self.snapshot(kind, selector):
+            yield obj
+
+    def snapshot(self, kind: Kind, selector: Selector = Selector()) -> _Listing:  # noqa: B008
+        """As :meth:`list`; ``resource_version`` once read, for a watch to start from."""
         namespace = selector.namespace if selector.namespace is not None else "*"
         labels = _labels(selector.labels)
-        with _mapped("list", kind, selector.namespace):
-            pages = self._client.list(
-                _resource(kind), namespace=namespace, chunk_size=PAGE_SIZE, labels=labels
-            )
-            async for item in pages:
-                obj = _object(kind, item)
-                if obj is not None:
-                    yield obj
+        pages = self._client.list(
+            _resource(kind), namespace=namespace, chunk_size=PAGE_SIZE, labels=labels
+        )
+        return _Listing(kind, selector, pages)
 
     async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None:
         with _mapped("get", kind, namespace, missing_ok=True):
@@ -160,6 +161,39 @@ class KubeCluster:
                 obj = _object(kind, item)
                 if obj is not None and change in ("ADDED", "MODIFIED", "DELETED"):
                     yield change, obj
+
+
+class _Listing:
+    """A list as :class:`~imagecheck.cluster.model.Listing`: lightkube's paging iterable
+    keeps each page's ``metadata.resourceVersion`` (one snapshot's, whatever the page)."""
+
+    def __init__(self, kind: Kind, selector: Selector, pages: Any) -> None:
+        self._kind = kind
+        self._selector = selector
+        self._pages = pages
+        self._version = ""
+
+    @property
+    def resource_version(self) -> str:
+        return self._version
+
+    async def __aiter__(self) -> AsyncIterator[JSON]:
+        with _mapped("list", self._kind, self._selector.namespace):
+            async for item in self._pages:
+                self._version = _version(self._pages)
+                obj = _object(self._kind, item)
+                if obj is not None:
+                    yield obj
+            self._version = _version(self._pages)  # an empty list has a version too
+
+
+def _version(pages: Any) -> str:
+    """The list's resourceVersion as lightkube read it ("" before a page, or none sent)."""
+    try:
+        version = pages.resourceVersion
+    except NotReadyError:
+        return ""
+    return version if isinstance(version, str) else ""
 
 
 def _config(kubeconfig: str | Path | None, context: str | None) -> SingleConfig:

@@ -53,6 +53,19 @@ class Selector:
     labels: str | None = None
 
 
+class Listing(Protocol):
+    """One list, read page by page: ``async for obj in listing``. Once the objects are read,
+    ``resource_version`` is the version the list was served at (every page of one list is
+    of one snapshot): a watch from it misses no change made since."""
+
+    def __aiter__(self) -> AsyncIterator[JSON]: ...
+
+    @property
+    def resource_version(self) -> str:
+        """The list's ``metadata.resourceVersion``; "" until the first page is read."""
+        ...
+
+
 class Cluster(Protocol):
     """The Kubernetes API as cluster mode uses it. Objects in and out are the API's JSON.
 
@@ -62,6 +75,10 @@ class Cluster(Protocol):
     def list(self, kind: Kind, selector: Selector = ...) -> AsyncIterator[JSON]:
         """Every object of ``kind`` that ``selector`` picks, fetched page by page (bounded
         memory however large the cluster)."""
+        ...
+
+    def snapshot(self, kind: Kind, selector: Selector = ...) -> Listing:
+        """As :meth:`list`, and the list's resourceVersion, to start a :meth:`watch` from."""
         ...
 
     async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None:

@@ -1,6 +1,7 @@
 """One pass of ``imagecheck reap`` over a :class:`~imagecheck.cluster.model.Cluster`: list the
-pods, keep the stuck ones (``reap.py``), ask the registry about each distinct image once, and
-fail the Jobs whose image is confirmed missing (issue #15).
+pods, keep the stuck ones (``reap.py``), ask the registry about their distinct images together
+(each once, at most the checker's concurrency at a time), and fail the Jobs whose image is
+confirmed missing (issue #15).
 
 Memory is bounded whatever the cluster's size: pods stream from the list and only the stuck
 ones are kept, as a few strings each, at most ``max_stuck`` of them a pass (the rest wait for
@@ -15,6 +16,7 @@ credentials or an outage, which a Job should outlive).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
@@ -61,6 +63,8 @@ MAX_CONFLICT_RETRIES = 3
 MAX_STUCK = 10_000
 # The pod's secrets' .dockerconfigjson texts (and where each came from) -> the keychain to
 # check with: the CLI adds its own sources (config.json, --pull-secret...) behind them.
+# A pass's registry answers: by image, and the namespace and names of its pull secrets.
+Verdicts = dict[tuple[str, str, tuple[str, ...]], CheckResult]
 KeychainFor = Callable[[Sequence[tuple[str, str]]], Keychain]
 
 
@@ -99,18 +103,13 @@ class Reaper:
     async def run_once(self) -> list[Outcome]:
         """One pass: an outcome per stuck pod found. Raises
         :class:`~imagecheck.cluster.model.ClusterError` when the API refuses or fails."""
-        verdicts: dict[tuple[str, str, tuple[str, ...]], CheckResult] = {}
-        return [await self.consider(pod, verdicts) for pod in await self.stuck_pods()]
+        return await self.act(await self.stuck_pods())
 
     async def stuck_pods(self) -> list[StuckPod]:
         stuck: list[StuckPod] = []
         async for pod in self.cluster.list(POD, self.options.selector):
-            try:
-                found = stuck_pod(pod)
-            except Malformed as exc:
-                log.warning("skipping pod %s: %s", _name(pod), exc)
-                continue
-            if found is None or pod["metadata"].get("deletionTimestamp"):
+            found = kept_stuck(pod)
+            if found is None:
                 continue
             if len(stuck) >= self.options.max_stuck:
                 log.warning("more than %d stuck pods: the rest wait for the next pass", len(stuck))
@@ -118,10 +117,16 @@ class Reaper:
             stuck.append(found)
         return stuck
 
-    async def consider(
-        self, pod: StuckPod, verdicts: dict[tuple[str, str, tuple[str, ...]], CheckResult]
-    ) -> Outcome:
-        """What to do about one stuck pod, done (or, with ``dry_run``, only said)."""
+    async def act(self, pods: Sequence[StuckPod]) -> list[Outcome]:
+        """An outcome per pod, in three steps: what is known without the registry (grace,
+        owner, the Job's state) settles most; the registry is asked about the rest's distinct
+        images together; then each of those is acted on (or, with ``dry_run``, only said)."""
+        judged = [await self._judge(pod) for pod in pods]
+        verdicts = await self._verdicts([j.pod for j in judged if isinstance(j, _Said)])
+        return [j if isinstance(j, Outcome) else await self._finish(j, verdicts) for j in judged]
+
+    async def _judge(self, pod: StuckPod) -> Outcome | _Said:
+        """The outcome when it is known before the registry is asked; else what is known."""
         waited = self.clock() - pod.since
         if waited < self.options.grace:
             why = f"stuck for {waited:.0f}s, within --grace {self.options.grace:g}s"
@@ -129,18 +134,12 @@ class Reaper:
         if pod.owner is None:
             if not self.options.include_pods:
                 return Outcome(pod, Action.SKIPPED, "a bare pod: only with --include-pods")
-            return await self._bare_pod(pod, verdicts)
+            return _Said(pod, None)
         if pod.owner.kind != "Job":
             why = f"owned by {pod.owner.kind} {pod.owner.name}: reap acts on Jobs only"
             return Outcome(pod, Action.SKIPPED, why)
-        return await self._job_pod(pod, verdicts)
-
-    async def _job_pod(
-        self, pod: StuckPod, verdicts: dict[tuple[str, str, tuple[str, ...]], CheckResult]
-    ) -> Outcome:
-        assert pod.owner is not None
         job = await self.cluster.get(JOB, pod.namespace, pod.owner.name)
-        said = _Said(pod, f"{pod.namespace}/{pod.owner.name}")
+        said = _Said(pod, f"{pod.namespace}/{pod.owner.name}", job_obj=job)
         if job is None:
             return said(Action.SKIPPED, "its Job is gone")
         try:
@@ -151,34 +150,50 @@ class Reaper:
         except Malformed as exc:
             log.warning("skipping Job %s: %s", said.job, exc)
             return said(Action.SKIPPED, f"its Job is malformed: {exc}")
-        if skip:
-            return said(Action.SKIPPED, skip)
+        return said(Action.SKIPPED, skip) if skip else said
+
+    async def _verdicts(self, pods: Sequence[StuckPod]) -> Verdicts:
+        """The registry's answers for ``pods``, each distinct image (and pull secrets) once,
+        by as many workers as the checker's concurrency: a pass of 200 stuck pods on 50
+        images waits for the slowest registry, not for the sum of them."""
+        verdicts: Verdicts = {}
+        todo = iter({_key(p): p for p in pods}.values())
+
+        async def worker() -> None:
+            for pod in todo:
+                await self._verdict(pod, verdicts)
+
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(max(1, self.checker.options.concurrency), len(pods))):
+                group.create_task(worker())
+        return verdicts
+
+    async def _finish(self, said: _Said, verdicts: Verdicts) -> Outcome:
+        pod = said.pod
         result = await self._verdict(pod, verdicts)
         said.verdict = result.status
         reason = reason_text(result.status, pod.image, result.message)
         if result.status not in self.options.act_on:
             return said(Action.SKIPPED, f"{reason}: not acted on")
+        if said.job is None:
+            return await self._delete_bare_pod(said, reason)
         if self.options.dry_run:
             return said(Action.WOULD_ACT, f"fail the Job: {reason}")
-        skip = await self._fail_job(job, pod, reason)
+        assert said.job_obj is not None
+        skip = await self._fail_job(said.job_obj, pod, reason)
         if skip:
             return said(Action.SKIPPED, skip)
         return said(Action.ACTED, f"failed the Job: {reason}")
 
-    async def _bare_pod(
-        self, pod: StuckPod, verdicts: dict[tuple[str, str, tuple[str, ...]], CheckResult]
-    ) -> Outcome:
-        result = await self._verdict(pod, verdicts)
-        reason = reason_text(result.status, pod.image, result.message)
-        if result.status not in self.options.act_on:
-            return Outcome(pod, Action.SKIPPED, f"{reason}: not acted on", result.status)
+    async def _delete_bare_pod(self, said: _Said, reason: str) -> Outcome:
+        pod = said.pod
         if self.options.dry_run:
-            return Outcome(pod, Action.WOULD_ACT, f"delete the pod: {reason}", result.status)
+            return said(Action.WOULD_ACT, f"delete the pod: {reason}")
         body = {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
         await self._event(POD.kind, body, reason)
         await self.cluster.delete(POD, pod.namespace, pod.name)
         log.info("deleted pod %s: %s", pod.path, reason)
-        return Outcome(pod, Action.ACTED, f"deleted the pod: {reason}", result.status)
+        return said(Action.ACTED, f"deleted the pod: {reason}")
 
     async def _fail_job(self, job: JSON, pod: StuckPod, reason: str) -> str | None:
         """Patch the Job to fail; a Job that changed meanwhile is read again and judged again.
@@ -217,9 +232,7 @@ class Reaper:
         with contextlib.suppress(AlreadyExists):
             await self.cluster.create(EVENT, body["metadata"]["namespace"], body)
 
-    async def _verdict(
-        self, pod: StuckPod, verdicts: dict[tuple[str, str, tuple[str, ...]], CheckResult]
-    ) -> CheckResult:
+    async def _verdict(self, pod: StuckPod, verdicts: Verdicts) -> CheckResult:
         """The registry's answer for the pod's image, once per image (and pull secrets) a
         pass. InvalidImageName is the kubelet's own verdict: its parser refused the name,
         no registry was asked, and no wait mends it."""
@@ -230,7 +243,7 @@ class Reaper:
             ref = parse_reference(pod.image)
         except InvalidReferenceError as exc:
             return CheckResult(pod.image, None, Status.INVALID, exc.reason)
-        key = (pod.image, pod.namespace if pod.pull_secrets else "", pod.pull_secrets)
+        key = _key(pod)
         if key not in verdicts:
             keychain = await self._keychain(pod)
             deadline = Deadline.after(self.options.deadline)
@@ -265,17 +278,36 @@ class Reaper:
             return None
 
 
+def kept_stuck(pod: JSON) -> StuckPod | None:
+    """The pod as reap keeps it when it is stuck and not being deleted; None otherwise, and
+    for a malformed one (with a log line)."""
+    try:
+        found = stuck_pod(pod)
+    except Malformed as exc:
+        log.warning("skipping pod %s: %s", _name(pod), exc)
+        return None
+    if found is None or pod["metadata"].get("deletionTimestamp"):
+        return None
+    return found
+
+
 @dataclass
 class _Said:
-    """The parts of a Job pod's outcome known so far."""
+    """The parts of a pod's outcome known so far (``job`` None: a bare pod)."""
 
     pod: StuckPod
-    job: str
+    job: str | None
     cronjob: str | None = None
     verdict: Status | None = None
+    job_obj: JSON | None = field(default=None, repr=False)
 
     def __call__(self, action: Action, why: str) -> Outcome:
         return Outcome(self.pod, action, why, self.verdict, self.job, self.cronjob)
+
+
+def _key(pod: StuckPod) -> tuple[str, str, tuple[str, ...]]:
+    """What a verdict depends on: the image, and the secrets (of a namespace) it is read with."""
+    return (pod.image, pod.namespace if pod.pull_secrets else "", pod.pull_secrets)
 
 
 def _name(obj: object) -> str:

@@ -4,9 +4,10 @@ by a CronJob (``--once``) and by a Deployment (the loop), checked offline.
 * Every object validates against the Kubernetes schemas of ``K8S_VERSION``, strict.
 * The container is hardened, its args are accepted by the real ``imagecheck reap``, and the
   CronJob's runs neither retry nor overlap.
-* The RBAC is exactly what reap uses and no more: list pods; get and patch jobs; create events,
-  bound to the ServiceAccount the pod runs as. No secrets, no deletes (``--include-pods`` is
-  not in the args), no leases.
+* The RBAC is exactly what reap uses and no more: list pods (and watch them, the loop); get
+  and patch jobs; create events, bound to the ServiceAccount the pod runs as; the loop's
+  leader election: get, create and update leases in its own namespace only (a Role). No
+  secrets, no deletes (``--include-pods`` is not in the args).
 
 kubernetes-validate missing: skip locally, fail under CI=true.
 """
@@ -34,6 +35,8 @@ __all__ = ["validator"]  # the fixture, shared
 
 FILES = {"reap-cronjob.yaml": "CronJob", "reap-deployment.yaml": "Deployment"}
 RULES = {("", "pods"): {"list"}, ("batch", "jobs"): {"get", "patch"}, ("", "events"): {"create"}}
+LOOP_RULES = {**RULES, ("", "pods"): {"list", "watch"}}
+LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 _, _DOCUMENTS = collect()
 DOCUMENTS = [d for d in _DOCUMENTS if d.path.name in FILES]
 
@@ -72,8 +75,13 @@ def test_the_reaper_container(name: str, kind: str) -> None:
         check_job(spec)
         assert workload["spec"]["concurrencyPolicy"] == "Forbid"
     else:
-        assert workload["spec"]["replicas"] == 1, "no leader election yet"
-        assert workload["spec"]["strategy"]["type"] == "Recreate"
+        assert workload["spec"]["replicas"] == 2, "leader election: one acts, one waits"
+        assert params["leader_elect"] is not False
+        env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+        assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+        port = int(params["metrics_listen"].rpartition(":")[2])
+        assert container["ports"] == [{"name": "metrics", "containerPort": port}]
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -97,4 +105,19 @@ def test_rbac_is_what_reap_uses(name: str) -> None:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 granted.setdefault((group, resource), set()).update(rule["verbs"])
-    assert granted == RULES
+    assert granted == (RULES if FILES[name] == "CronJob" else LOOP_RULES)
+    roles = [o for o in objects if o.get("kind") == "Role"]
+    if FILES[name] == "CronJob":
+        assert roles == [], "--once elects no leader"
+        return
+    [lease_role] = roles
+    [lease_binding] = [o for o in objects if o.get("kind") == "RoleBinding"]
+    assert lease_role["metadata"]["namespace"] == workload["metadata"]["namespace"]
+    assert lease_binding["roleRef"]["name"] == lease_role["metadata"]["name"]
+    assert subject in lease_binding["subjects"]
+    assert {
+        (g, r): set(rule["verbs"])
+        for rule in lease_role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    } == LEASE_RULES

@@ -214,6 +214,41 @@ def test_watch_streams_changes_then_a_compacted_version_is_gone(
         run(kube_api, lambda cluster: first(cluster, start))
 
 
+def test_a_snapshot_gives_the_lists_version_and_a_watch_from_it_misses_nothing(
+    kube_api: KubeAPI,
+) -> None:
+    kube_api.add(*(k8s.pod(f"p{i:04}", namespace="ci") for i in range(600)))  # two pages
+    listed_at = str(kube_api.store.version)
+
+    async def body(cluster: KubeCluster) -> tuple[int, str, str, str]:
+        listing = cluster.snapshot(POD, Selector(namespace="ci"))
+        before = listing.resource_version
+        count = len([obj async for obj in listing])
+        kube_api.add(k8s.pod("later", "ci"))  # after the list: the watch must see it
+        async with contextlib.aclosing(
+            cluster.watch(POD, Selector(namespace="ci"), listing.resource_version)
+        ) as events:
+            async for change, obj in events:
+                return (
+                    count,
+                    before,
+                    listing.resource_version,
+                    f"{change} {obj['metadata']['name']}",
+                )
+        raise AssertionError("the watch ended")
+
+    assert run(kube_api, body) == (600, "", listed_at, "ADDED later")
+
+
+def test_an_empty_snapshot_has_a_version_too(kube_api: KubeAPI) -> None:
+    async def body(cluster: KubeCluster) -> str:
+        listing = cluster.snapshot(POD)
+        assert [obj async for obj in listing] == []
+        return listing.resource_version
+
+    assert run(kube_api, body) == str(kube_api.store.version)
+
+
 def test_objects_without_a_name_are_skipped_with_a_log_line(
     kube_api: KubeAPI, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -75,6 +75,9 @@ class FakeCluster:
             if all(labels.get(k) == v for k, v in wanted.items()):
                 yield copy.deepcopy(obj)
 
+    def snapshot(self, kind: Kind, selector: Selector = Selector()) -> FakeListing:  # noqa: B008
+        return FakeListing(self, kind, selector)
+
     async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None:
         self._check("get", kind, namespace)
         obj = self.objects.get((kind.plural, namespace, name))
@@ -142,6 +145,21 @@ class FakeCluster:
                 continue
             if selector.namespace is None or meta.get("namespace") == selector.namespace:
                 yield change, copy.deepcopy(obj)
+
+
+class FakeListing:
+    """:meth:`FakeCluster.list`, with the version the list was read at (its first item's)."""
+
+    def __init__(self, cluster: FakeCluster, kind: Kind, selector: Selector) -> None:
+        self._cluster = cluster
+        self._kind = kind
+        self._selector = selector
+        self.resource_version = ""
+
+    async def __aiter__(self) -> AsyncIterator[JSON]:
+        self.resource_version = str(self._cluster.version)
+        async for obj in self._cluster.list(self._kind, self._selector):
+            yield obj
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

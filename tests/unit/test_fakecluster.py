@@ -43,3 +43,18 @@ def test_is_a_cluster_with_conflicts_refusals_and_a_write_log() -> None:
 
     asyncio.run(main())
     assert [w.verb for w in fake.writes] == ["patch", "patch", "delete"]
+
+
+def test_a_snapshot_holds_the_version_a_watch_from_it_starts_after() -> None:
+    fake = FakeCluster()
+    cluster: Cluster = fake
+    fake.add(POD, {"metadata": {"name": "a", "namespace": "ci"}})
+
+    async def main() -> tuple[list[str], list[tuple[str, str]]]:
+        listing = cluster.snapshot(POD, Selector(namespace="ci"))
+        names = [o["metadata"]["name"] async for o in listing]
+        fake.add(POD, {"metadata": {"name": "b", "namespace": "ci"}})
+        changes = cluster.watch(POD, Selector(), listing.resource_version)
+        return names, [(change, o["metadata"]["name"]) async for change, o in changes]
+
+    assert asyncio.run(main()) == (["a"], [("ADDED", "b")])

@@ -3,9 +3,11 @@ faked registry: what it writes (the exact patch, the events) and for which verdi
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 
+import httpx
 import pytest
 
 from imagecheck.cluster.model import JOB, POD, SECRET
@@ -17,6 +19,7 @@ from tests.support.reapcase import (
     FOUND,
     MISSING,
     PRIVATE,
+    REGISTRY,
     Setup,
     job,
     pod,
@@ -217,3 +220,30 @@ def test_outcome_json_fields(setup: Setup) -> None:
     assert outcome.text().startswith(
         "would act: pod ml/train-1-abcde (Job ml/train-1): fail the Job"
     )
+
+
+def test_distinct_images_are_checked_together_each_once(setup: Setup) -> None:
+    # Three stuck pods on two images: two checks, in flight at the same time.
+    in_flight, most, asked = [0], [0], []
+
+    async def slow_missing(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        in_flight[0] += 1
+        most[0] = max(most[0], in_flight[0])
+        await asyncio.sleep(0.05)
+        in_flight[0] -= 1
+        return httpx.Response(404)
+
+    for tag in ("2.0", "3.0"):
+        setup.router.head(f"{REGISTRY}/v2/team/train/manifests/{tag}").mock(
+            side_effect=slow_missing
+        )
+    images = {"a": "2.0", "b": "3.0", "c": "3.0"}
+    for name, tag in images.items():
+        setup.cluster.add(JOB, job(f"j{name}"))
+        owner = ("Job", f"j{name}", f"uid-j{name}")
+        setup.cluster.add(POD, pod(name, f"registry.test/team/train:{tag}", owner=owner))
+    outcomes = setup.run()
+    assert [o.action for o in outcomes] == [Action.ACTED] * 3
+    assert sorted(asked) == ["/v2/team/train/manifests/2.0", "/v2/team/train/manifests/3.0"]
+    assert most[0] == 2

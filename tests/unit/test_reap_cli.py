@@ -15,7 +15,8 @@ from click.testing import CliRunner, Result
 
 from imagecheck.cli import cli
 from imagecheck.cli._options import CheckSettings, start_run
-from imagecheck.cli._reap import CLUSTER, reap, reap_loop
+from imagecheck.cli._reap import CLUSTER, reap
+from imagecheck.cli._reap_loop import reap_loop
 from imagecheck.cluster.model import JOB, JSON, POD, Forbidden, Kind, Selector, Unreachable
 from imagecheck.cluster.reap import Action, Outcome
 from imagecheck.cluster.reap_pass import ReapOptions
@@ -149,14 +150,14 @@ def test_the_loop_outlives_an_unreachable_api(
 
     settings = start_run(_registry_defaults())  # logs to stderr, as the command does
     asyncio.run(
-        reap_loop(cluster, ReapOptions(), settings, seen.append, 30.0, passes=3, sleep=sleep)
+        reap_loop(cluster, ReapOptions(), settings, seen.append, 0.05, lists=3, sleep=sleep)
     )
-    assert slept == [30.0, 30.0]
+    assert slept == [1.0]  # the backoff's first step, not a resync
     assert capsys.readouterr().err == (
-        "imagecheck: reap: this pass failed (cannot reach the Kubernetes API at "
-        "https://10.0.0.1: refused); again in 30s\n"
+        "imagecheck: reap: cannot reach the Kubernetes API at "
+        "https://10.0.0.1: refused; listing again in 1s\n"
     )
-    # The second pass fails the Job; the third finds it reaped already.
+    # The second list fails the Job; the third finds it reaped already.
     assert [o.action for o in seen] == [Action.ACTED, Action.SKIPPED]
     assert [w.verb for w in cluster.writes] == ["patch", "create", "create"]
 
@@ -166,7 +167,7 @@ def test_the_loop_ends_on_a_refusal(small_trust_store: None) -> None:
     cluster.forbidden.add(("list", "pods"))
     settings = start_run(_registry_defaults())
     with pytest.raises(Forbidden):
-        asyncio.run(reap_loop(cluster, ReapOptions(), settings, print, 30.0, passes=3))
+        asyncio.run(reap_loop(cluster, ReapOptions(), settings, print, 30.0, lists=3))
 
 
 def _registry_defaults() -> dict[str, Any]:

@@ -1,0 +1,102 @@
+"""``imagecheck reap`` without ``--once``: the loop (``cluster/reap_loop.py``), behind leader
+election (``cluster/lease.py``) and with metrics (``cluster/reap_metrics.py``) when asked for."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from imagecheck.errors import UsageError
+
+if TYPE_CHECKING:
+    from imagecheck.cli._options import CheckSettings
+    from imagecheck.cluster.model import Cluster
+    from imagecheck.cluster.reap import Outcome
+    from imagecheck.cluster.reap_loop import Hooks
+    from imagecheck.cluster.reap_metrics import ReapMetrics
+    from imagecheck.cluster.reap_pass import ReapOptions
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """The loop's own options: resync, the Lease (name, namespace), where metrics listen."""
+
+    resync: float
+    lease: tuple[str, str | None] | None = None
+    listen: tuple[str, int] | None = None
+
+
+async def controller(
+    cluster: Cluster,
+    reap_options: ReapOptions,
+    settings: CheckSettings,
+    echo: Callable[[Outcome], None],
+    loop: LoopOptions,
+) -> None:
+    """The loop, behind leader election and with metrics when asked for."""
+    from imagecheck.cluster.lease import Elector, LeaseConfig, identity, own_namespace  # noqa: PLC0415
+
+    metrics, runner = await _metrics(loop)
+    try:
+
+        async def work() -> None:
+            await reap_loop(cluster, reap_options, settings, echo, loop.resync, hooks=metrics)
+
+        if loop.lease is None:
+            await work()
+            return
+        name, namespace = loop.lease
+        config = LeaseConfig(name, namespace or own_namespace(), identity())
+        elector = Elector(
+            cluster,
+            config,
+            on_change=metrics.leading if metrics else None,
+            on_round=metrics.beat if metrics else None,
+        )
+        await elector.run(work)
+    finally:
+        if runner is not None:
+            await runner.cleanup()
+
+
+async def _metrics(loop: LoopOptions) -> tuple[ReapMetrics | None, Any]:
+    """The metrics and their server (None, None without --metrics-listen)."""
+    if loop.listen is None:
+        return None, None
+    try:
+        from imagecheck.cluster.reap_metrics import ReapMetrics, serve  # noqa: PLC0415
+    except ImportError:
+        raise UsageError(
+            "--metrics-listen needs the cluster extra: pip install 'imagecheck[cluster]'"
+        ) from None
+    # Healthy while a list (or, for a follower, a Lease round) happened in 3 resyncs' time.
+    metrics = ReapMetrics(stale_after=3 * loop.resync + 30)
+    host, port = loop.listen
+    try:
+        runner = await serve(metrics, host, port)
+    except OSError as exc:
+        raise UsageError(f"cannot serve metrics on {host}:{port}: {exc.strerror}") from None
+    return metrics, runner
+
+
+async def reap_loop(
+    cluster: Cluster,
+    reap_options: ReapOptions,
+    settings: CheckSettings,
+    echo: Callable[[Outcome], None],
+    resync: float,
+    *,
+    lists: int | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    hooks: Hooks | None = None,
+) -> None:
+    """List and watch (``cluster/reap_loop.py``), ``lists`` times (None: until cancelled).
+    An API that cannot be reached is retried after a backoff; a refusal (RBAC) ends the
+    loop, so the pod's restarts show the message."""
+    from imagecheck.cli._reap import reaper_for  # noqa: PLC0415
+    from imagecheck.cluster.reap_loop import ReapLoop  # noqa: PLC0415
+
+    async with reaper_for(cluster, reap_options, settings) as reaper:
+        await ReapLoop(reaper, resync, echo, hooks=hooks, sleep=sleep).run(lists)
