@@ -28,11 +28,9 @@ from imagecheck.cluster.model import (
     JOB,
     JSON,
     POD,
-    SECRET,
     AlreadyExists,
     Cluster,
     Conflict,
-    Forbidden,
     Selector,
 )
 from imagecheck.cluster.reap import (
@@ -49,9 +47,8 @@ from imagecheck.cluster.reap import (
     reason_text,
     stuck_pod,
 )
-from imagecheck.credentials import Keychain
-from imagecheck.errors import CredentialsError, InvalidReferenceError
-from imagecheck.kube import dockerconfig_text
+from imagecheck.cluster.reap_secrets import KeychainFor, PodKeychains
+from imagecheck.errors import InvalidReferenceError
 from imagecheck.reference import parse_reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline
@@ -61,11 +58,8 @@ log = logging.getLogger("imagecheck")
 # A patch refused because the Job changed is read again and retried this many times.
 MAX_CONFLICT_RETRIES = 3
 MAX_STUCK = 10_000
-# The pod's secrets' .dockerconfigjson texts (and where each came from) -> the keychain to
-# check with: the CLI adds its own sources (config.json, --pull-secret...) behind them.
 # A pass's registry answers: by image, and the namespace and names of its pull secrets.
 Verdicts = dict[tuple[str, str, tuple[str, ...]], CheckResult]
-KeychainFor = Callable[[Sequence[tuple[str, str]]], Keychain]
 
 
 @dataclass(frozen=True)
@@ -96,9 +90,8 @@ class Reaper:
         self.cluster = cluster
         self.checker = checker
         self.options = options
-        self.keychain_for = keychain_for
         self.clock = clock
-        self.secrets_forbidden = False
+        self.keychains = PodKeychains(cluster, keychain_for)
 
     async def run_once(self) -> list[Outcome]:
         """One pass: an outcome per stuck pod found. Raises
@@ -245,37 +238,12 @@ class Reaper:
             return CheckResult(pod.image, None, Status.INVALID, exc.reason)
         key = _key(pod)
         if key not in verdicts:
-            keychain = await self._keychain(pod)
+            keychain = await self.keychains(pod)
             deadline = Deadline.after(self.options.deadline)
             verdicts[key] = await self.checker.check(
                 ref, deadline, image=pod.image, keychain=keychain
             )
         return verdicts[key]
-
-    async def _keychain(self, pod: StuckPod) -> Keychain | None:
-        """The pod's pull secrets, read through the API, ahead of the command's own sources;
-        None (the checker's own: local config, then anonymous) when it has none or RBAC
-        forbids reading secrets (said once)."""
-        if not pod.pull_secrets or self.keychain_for is None or self.secrets_forbidden:
-            return None
-        texts: list[tuple[str, str]] = []
-        for name in pod.pull_secrets:
-            where = f"secret {pod.namespace}/{name}"
-            try:
-                secret = await self.cluster.get(SECRET, pod.namespace, name)
-                if secret is not None:
-                    texts.append((dockerconfig_text(secret, where), where))
-            except Forbidden as exc:
-                self.secrets_forbidden = True
-                log.warning("%s; checking without pull secrets (local config, anonymous)", exc)
-                return None
-            except CredentialsError as exc:
-                log.warning("%s: not used", exc)
-        try:
-            return self.keychain_for(texts) if texts else None
-        except CredentialsError as exc:
-            log.warning("pull secrets of pod %s not used: %s", pod.path, exc)
-            return None
 
 
 def kept_stuck(pod: JSON) -> StuckPod | None:
