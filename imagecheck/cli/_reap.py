@@ -34,7 +34,9 @@ REAP_HELP = """\b
 Exit codes:
   0    the pass ran (whatever it found: each stuck pod is a line of output)
   2    usage error (an option, a credential source)
-  4    the Kubernetes API refused (the message names the RBAC verb and resource) or failed
+  4    the Kubernetes API refused (the message names the RBAC verb and resource) or failed;
+       an Event that cannot be written is only a warning: the Job's imagecheck.io/reaped
+       annotation, written by the patch that fails it, is the durable record
   130  interrupted (Ctrl-C); 143 terminated (SIGTERM)"""
 
 log = logging.getLogger("imagecheck")

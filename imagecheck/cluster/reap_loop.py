@@ -67,6 +67,8 @@ class ReapLoop:
         self.resync = resync
         self.echo = echo
         self.hooks = hooks or Hooks()
+        # What the pass goes on after (an Event refused) is counted with the loop's own.
+        reaper.events.on_api_error = self.hooks.api_error
         self.monotonic = monotonic
         self.sleep = sleep
         self.stuck: dict[str, StuckPod] = {}

@@ -17,18 +17,15 @@ credentials or an outage, which a Job should outlive).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from imagecheck.client import ImageChecker
 from imagecheck.cluster.model import (
-    EVENT,
     JOB,
     JSON,
     POD,
-    AlreadyExists,
     Cluster,
     Conflict,
     Selector,
@@ -40,13 +37,13 @@ from imagecheck.cluster.reap import (
     Outcome,
     StuckPod,
     controller,
-    event,
     fail_patch,
     job_skip_reason,
     now,
     reason_text,
     stuck_pod,
 )
+from imagecheck.cluster.reap_events import NO_EVENT_JOB, NO_EVENT_POD, Recorder, pod_ref
 from imagecheck.cluster.reap_secrets import KeychainFor, PodKeychains
 from imagecheck.errors import InvalidReferenceError
 from imagecheck.reference import parse_reference
@@ -92,6 +89,7 @@ class Reaper:
         self.options = options
         self.clock = clock
         self.keychains = PodKeychains(cluster, keychain_for)
+        self.events = Recorder(cluster, clock)
 
     async def run_once(self) -> list[Outcome]:
         """One pass: an outcome per stuck pod found. Raises
@@ -173,24 +171,24 @@ class Reaper:
         if self.options.dry_run:
             return said(Action.WOULD_ACT, f"fail the Job: {reason}")
         assert said.job_obj is not None
-        skip = await self._fail_job(said.job_obj, pod, reason)
-        if skip:
-            return said(Action.SKIPPED, skip)
-        return said(Action.ACTED, f"failed the Job: {reason}")
+        failed = await self._fail_job(said.job_obj, pod, reason)
+        if isinstance(failed, str):
+            return said(Action.SKIPPED, failed)
+        recorded = await self.events.job_failed(failed, pod, reason)
+        return said(Action.ACTED, f"failed the Job: {reason}" + ("" if recorded else NO_EVENT_JOB))
 
     async def _delete_bare_pod(self, said: _Said, reason: str) -> Outcome:
         pod = said.pod
         if self.options.dry_run:
             return said(Action.WOULD_ACT, f"delete the pod: {reason}")
-        body = {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
-        await self._event(POD.kind, body, reason)
+        recorded = await self.events.event(POD, pod_ref(pod), reason)
         await self.cluster.delete(POD, pod.namespace, pod.name)
         log.info("deleted pod %s: %s", pod.path, reason)
-        return said(Action.ACTED, f"deleted the pod: {reason}")
+        return said(Action.ACTED, f"deleted the pod: {reason}" + ("" if recorded else NO_EVENT_POD))
 
-    async def _fail_job(self, job: JSON, pod: StuckPod, reason: str) -> str | None:
+    async def _fail_job(self, job: JSON, pod: StuckPod, reason: str) -> JSON | str:
         """Patch the Job to fail; a Job that changed meanwhile is read again and judged again.
-        None when it was failed, else why it was left alone."""
+        The Job as patched, else why it was left alone."""
         assert pod.owner is not None
         name = pod.owner.name
         for _ in range(MAX_CONFLICT_RETRIES + 1):
@@ -213,17 +211,7 @@ class Reaper:
         else:
             return f"its Job changed {MAX_CONFLICT_RETRIES + 1} times while being patched"
         log.info("failed Job %s/%s (pod %s): %s", pod.namespace, name, pod.name, reason)
-        await self._event(JOB.kind, job, f"failed by imagecheck reap: {reason}")
-        pod_ref = {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
-        await self._event(POD.kind, pod_ref, f"its Job {name} failed by imagecheck reap: {reason}")
-        return None
-
-    async def _event(self, kind: str, obj: JSON, message: str) -> None:
-        which = JOB if kind == JOB.kind else POD
-        body = event(which, obj, message, self.clock())
-        # AlreadyExists: the same nanosecond twice, and one event says it already.
-        with contextlib.suppress(AlreadyExists):
-            await self.cluster.create(EVENT, body["metadata"]["namespace"], body)
+        return job
 
     async def _verdict(self, pod: StuckPod, verdicts: Verdicts) -> CheckResult:
         """The registry's answer for the pod's image, once per image (and pull secrets) a

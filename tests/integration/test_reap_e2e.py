@@ -181,6 +181,24 @@ def test_without_patch_on_jobs_exit_4_names_the_rule(
     assert [(w.method, w.status) for w in cluster.writes] == [("PATCH", 403)]
 
 
+def test_without_create_on_events_the_jobs_are_failed_and_exit_0(
+    cluster: KubeAPI, tls_material: TLSMaterial, tmp_path: Path
+) -> None:
+    cluster.allow(("list", "pods"), ("get", "jobs"), ("get", "secrets"), ("patch", "jobs"))
+    result = reap(cluster, tls_material, tmp_path)
+    assert result.exit_code == 0, result.output
+    # Both Jobs patched; the Events refused once (the namespace is not asked again).
+    assert [(w.method, w.path, w.status) for w in cluster.writes] == [
+        ("PATCH", f"{JOBS}/invalid", 200),  # the list's order: by name
+        ("POST", EVENTS, 403),
+        ("PATCH", f"{JOBS}/nightly-29000000", 200),
+    ]
+    note = f"(no Event written: the Job's {REAPED} annotation is the record)"
+    acted = [line for line in result.stdout.splitlines() if line.startswith("acted: ")]
+    assert len(acted) == 2 and all(line.endswith(note) for line in acted)
+    assert result.stderr.count("needs RBAC verb 'create' on resource 'events'") == 1
+
+
 def test_a_bare_pod_is_deleted_only_with_include_pods(
     kube_api: KubeAPI, images: dict[str, str], tls_material: TLSMaterial, tmp_path: Path
 ) -> None:

@@ -139,7 +139,6 @@ def test_conflicts_without_end_give_up(small_trust_store: None) -> None:
             "needs RBAC verb 'get' on resource 'jobs' (apiGroups: [batch]) in namespace 'ml'",
         ),
         ("patch", "jobs", "needs RBAC verb 'patch' on resource 'jobs' (apiGroups: [batch])"),
-        ("create", "events", "needs RBAC verb 'create' on resource 'events' (apiGroups: [\"\"])"),
     ],
 )
 def test_forbidden_names_the_rbac_rule(setup: Setup, verb: str, kind: str, message: str) -> None:
