@@ -35,6 +35,7 @@ from imagecheck.cluster.reap import (
     Action,
     Malformed,
     Outcome,
+    Owner,
     StuckPod,
     controller,
     fail_patch,
@@ -118,26 +119,34 @@ class Reaper:
 
     async def _judge(self, pod: StuckPod) -> Outcome | _Said:
         """The outcome when it is known before the registry is asked; else what is known."""
+        owner = pod.owner
+        # The Job's name is the pod's ownerReference: known before, and without, reading it.
+        is_job = owner is not None and owner.kind == "Job"
+        said = _Said(pod, f"{pod.namespace}/{owner.name}" if is_job and owner else None)
         waited = self.clock() - pod.since
         if waited < self.options.grace:
             why = f"stuck for {waited:.0f}s, within --grace {self.options.grace:g}s"
-            return Outcome(pod, Action.SKIPPED, why)
-        if pod.owner is None:
+            return said(Action.SKIPPED, why)
+        if owner is None:
             if not self.options.include_pods:
-                return Outcome(pod, Action.SKIPPED, "a bare pod: only with --include-pods")
-            return _Said(pod, None)
-        if pod.owner.kind != "Job":
-            why = f"owned by {pod.owner.kind} {pod.owner.name}: reap acts on Jobs only"
-            return Outcome(pod, Action.SKIPPED, why)
-        job = await self.cluster.get(JOB, pod.namespace, pod.owner.name)
-        said = _Said(pod, f"{pod.namespace}/{pod.owner.name}", job_obj=job)
+                return said(Action.SKIPPED, "a bare pod: only with --include-pods")
+            return said
+        if not is_job:
+            why = f"owned by {owner.kind} {owner.name}: reap acts on Jobs only"
+            return said(Action.SKIPPED, why)
+        return await self._judge_job(said, owner)
+
+    async def _judge_job(self, said: _Said, owner: Owner) -> Outcome | _Said:
+        """The pod's Job, read: left alone (why), or to be acted on if the registry agrees."""
+        pod = said.pod
+        said.job_obj = job = await self.cluster.get(JOB, pod.namespace, owner.name)
         if job is None:
             return said(Action.SKIPPED, "its Job is gone")
         try:
             cron = controller(job.get("metadata") or {})
             if cron is not None and cron.kind == "CronJob":
                 said.cronjob = f"{pod.namespace}/{cron.name}"
-            skip = job_skip_reason(job, pod.owner, self.clock())
+            skip = job_skip_reason(job, owner, self.clock())
         except Malformed as exc:
             log.warning("skipping Job %s: %s", said.job, exc)
             return said(Action.SKIPPED, f"its Job is malformed: {exc}")

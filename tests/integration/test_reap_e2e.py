@@ -113,7 +113,8 @@ def test_fails_the_missing_and_invalid_images_jobs_only(
     assert {pod: (o["job"], o["action"], o["verdict"]) for pod, o in outcomes.items()} == {
         "denied-abcde": ("ci/denied", "skipped", "denied"),
         "found-abcde": ("ci/found", "skipped", "found"),
-        "fresh-abcde": (None, "skipped", None),  # the grace is judged before the Job is read
+        # Within its grace: judged before the Job is read, named from the pod's ownerReference.
+        "fresh-abcde": ("ci/fresh", "skipped", None),
         "invalid-abcde": ("ci/invalid", "acted", "invalid"),
         "nightly-29000000-abcde": ("ci/nightly-29000000", "acted", "missing"),
     }

@@ -128,9 +128,15 @@ def test_init_container_waiting_is_found(setup: Setup) -> None:
 def test_within_grace_nothing_is_asked_or_written(setup: Setup) -> None:
     setup.cluster.add(JOB, job())
     setup.cluster.add(POD, pod("train-1-abcde", stuck_for=30))
+    setup.cluster.forbidden.add(("get", "jobs"))  # reading the Job would end the pass
     [outcome] = setup.run(grace=120)
     assert outcome.action is Action.SKIPPED
     assert outcome.why == "stuck for 30s, within --grace 120s"
+    # The Job's name from the pod's ownerReference, without reading the Job (nor its CronJob).
+    assert (outcome.job, outcome.cronjob) == ("ml/train-1", None)
+    assert outcome.text() == (
+        "skipped: pod ml/train-1-abcde (Job ml/train-1): stuck for 30s, within --grace 120s"
+    )
     assert setup.router.calls.call_count == 0
     assert setup.cluster.writes == []
 
