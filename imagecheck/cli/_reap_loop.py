@@ -54,6 +54,7 @@ async def controller(
             config,
             on_change=metrics.leading if metrics else None,
             on_round=metrics.beat if metrics else None,
+            on_error=metrics.api_error if metrics else None,
         )
         await elector.run(work)
     finally:

@@ -83,6 +83,7 @@ class Elector:
         monotonic: Callable[[], float] = time.monotonic,
         on_change: Callable[[bool], None] | None = None,
         on_round: Callable[[], None] | None = None,
+        on_error: Callable[[ClusterError], None] | None = None,
     ) -> None:
         self.cluster = cluster
         self.config = config
@@ -90,6 +91,7 @@ class Elector:
         self.monotonic = monotonic
         self.on_change = on_change
         self.on_round = on_round  # each round the API answered (a follower's sign of life)
+        self.on_error = on_error  # each API error (not a lost race): the loop's api_errors
         self.leading = False
         self._observed: Any = None  # the Lease's spec as last seen
         self._observed_at = 0.0  # when (monotonic) it was seen to change
@@ -113,6 +115,7 @@ class Elector:
             self._answered()
             return False  # another candidate wrote first: it won this round
         except ClusterError as exc:
+            self._error(exc)
             log.warning("leader election: lease %s/%s: %s", cfg.namespace, cfg.name, exc)
             return False
         self._observe(renewed)
@@ -122,6 +125,10 @@ class Elector:
     def _answered(self) -> None:
         if self.on_round is not None:
             self.on_round()
+
+    def _error(self, error: ClusterError) -> None:
+        if self.on_error is not None:
+            self.on_error(error)
 
     async def run(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Acquire, run ``work`` while leading, and stop it the moment leadership is lost;
@@ -174,12 +181,18 @@ class Elector:
         cfg = self.config
         if self._observed is None or self._observed.get("holderIdentity") != cfg.identity:
             return
-        with contextlib.suppress(ClusterError):
+        try:
             lease = await self.cluster.get(LEASE, cfg.namespace, cfg.name)
             if lease is not None and _spec(lease).get("holderIdentity") == cfg.identity:
                 body = self._body(lease)
                 body["spec"].update(holderIdentity="", leaseDurationSeconds=1)
                 await self.cluster.replace(LEASE, cfg.namespace, cfg.name, body)
+        except ClusterError as exc:
+            # Not released: a successor waits out the Lease's duration instead.
+            self._error(exc)
+            log.warning(
+                "leader election: lease %s/%s not released: %s", cfg.namespace, cfg.name, exc
+            )
         self._observed = None
 
     def _may_take(self, lease: JSON) -> bool:

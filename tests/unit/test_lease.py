@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from imagecheck.cluster.lease import Elector, LeaseConfig
-from imagecheck.cluster.model import LEASE, Conflict, Kind
+from imagecheck.cluster.model import LEASE, ClusterError, Conflict, Forbidden, Kind
 from tests.support.fakecluster import FakeCluster
 
 T0 = 1_796_000_000.0
@@ -113,3 +113,27 @@ def test_release_empties_the_holder_on_a_clean_stop() -> None:
 
     assert asyncio.run(main()) is True
     assert spec(cluster)["holderIdentity"] == "b_2"
+
+
+def test_api_errors_are_counted_and_a_lost_race_is_not() -> None:
+    class Racing(FakeCluster):
+        async def replace(self, kind: Kind, namespace: str, name: str, body: Any) -> Any:
+            raise Conflict("leases 'imagecheck-reap' changed since it was read")
+
+    cluster, clock = Racing(), Clock()
+    errors: list[ClusterError] = []
+    config = LeaseConfig("imagecheck-reap", "ops", "a_1")
+    a = Elector(cluster, config, monotonic=clock, on_error=errors.append)
+
+    async def main() -> list[bool]:
+        said = [await a.try_acquire_or_renew()]  # created: held
+        cluster.forbidden.add(("get", "leases"))
+        said.append(await a.try_acquire_or_renew())  # refused: an API error
+        await a.release()  # refused too: not released, counted
+        cluster.forbidden.clear()
+        said.append(await a.try_acquire_or_renew())  # lost to a conflict: a race, not an error
+        return said
+
+    assert asyncio.run(main()) == [True, False, False]
+    assert [type(e) for e in errors] == [Forbidden, Forbidden]
+    assert "needs RBAC verb 'get' on resource 'leases'" in str(errors[0])

@@ -69,3 +69,27 @@ def test_the_leader_acts_and_says_so_in_its_metrics(
     assert lease["spec"]["holderIdentity"] == ""  # released on the way out
     verbs = [(w.verb, w.kind) for w in cluster.writes]
     assert verbs[0] == ("create", "leases") and ("patch", "jobs") in verbs
+
+
+def test_lease_api_errors_are_counted_in_the_metrics(
+    network: respx.MockRouter, small_trust_store: None
+) -> None:
+    fake_registry(network)
+    cluster = FakeCluster()
+    cluster.forbidden.add(("get", "leases"))
+    port = free_port()
+    loop = LoopOptions(0.05, ("imagecheck-reap", "ops"), ("127.0.0.1", port))
+    settings = start_run(_registry_defaults())
+
+    async def main() -> str:
+        task = asyncio.create_task(controller(cluster, ReapOptions(), settings, print, loop))
+        await asyncio.sleep(0.2)  # the first round is at once; the next one 5 s later
+        metrics = await get(port, "/metrics")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return metrics
+
+    metrics = asyncio.run(main())
+    assert 'imagecheck_reap_api_errors_total{error="forbidden"} 1.0' in metrics.splitlines()
+    assert "imagecheck_reap_leader 0.0" in metrics.splitlines()
