@@ -29,7 +29,8 @@ a short list of large modules that are reachable only from code paths the comman
 takes (``DENY``). The result is then smoke-tested with the pruned interpreter itself, so a
 module pruned by mistake fails the build instead of a check. With the ``webhook`` extra the
 traced and smoke-tested runs also include ``serve`` (plain HTTP on a loopback port: readyz,
-one review, metrics, SIGTERM).
+one review, metrics, SIGTERM); with the ``cluster`` extra, ``reap`` and ``audit`` against a
+stub Kubernetes API, ``audit --serve`` included (``prune_cluster.py``, next to this file).
 """
 
 # A build tool: it runs fixed system tools (ldd, ldconfig, dpkg-query) and the interpreter it
@@ -44,19 +45,19 @@ import os
 import py_compile
 import re
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 import urllib.request
 import zipfile
 from collections.abc import Iterable, Iterator
 from modulefinder import ModuleFinder
 from pathlib import Path
+
+# Next to this file (sys.path[0] when run as a script): the cluster extra's runs.
+from prune_cluster import cluster_runs, serve_and_stop
 
 # Never in the image: tooling the build needed and the command does not.
 DROP_DISTS = ("pip", "setuptools", "wheel", "_distutils_hack", "pkg_resources")
@@ -163,7 +164,7 @@ def main() -> None:
     parser.add_argument(
         "--extras",
         default="",
-        help="the optional extras the venv was installed with, comma-separated (webhook)",
+        help="the optional extras the venv was installed with, comma-separated (webhook, cluster)",
     )
     args = parser.parse_args()
     extras = frozenset(e.strip() for e in args.extras.split(",") if e.strip())
@@ -267,6 +268,8 @@ class Runtime:
             if "webhook" in self.extras:
                 self.serve_run([sys.executable, "-c", TRACE], env, Path(tmp))
                 runs += 1
+            if "cluster" in self.extras:
+                runs += cluster_runs([sys.executable, "-c", TRACE], env, Path(tmp))
             lines = trace.read_text().splitlines() if trace.exists() else []
         if len(lines) != runs:
             raise SystemExit(f"prune: traced {len(lines)} of {runs} runs")
@@ -480,29 +483,14 @@ class Runtime:
                 self.serve_run(
                     [python, "-m", "imagecheck"], self.smoke_env(Path(tmp), python), Path(tmp)
                 )
+            if "cluster" in self.extras:
+                env = self.smoke_env(Path(tmp), python)
+                cluster_runs([python, "-m", "imagecheck"], env, Path(tmp))
 
     def serve_run(self, command: list[str], env: dict[str, str], cwd: Path) -> None:
         """``serve`` on a free loopback port: ready, one review, metrics, SIGTERM -> 0."""
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        base = f"http://127.0.0.1:{port}"
-        argv = [*command, *SERVE_ARGS, "--listen", f"127.0.0.1:{port}"]
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err)
-            try:
-                problem = _serve_exchange(proc, base)
-                proc.send_signal(signal.SIGTERM)
-                code = proc.wait(timeout=30)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-            out.seek(0)
-            err.seek(0)
-            logs = (out.read() + err.read()).decode(errors="replace")
-        if problem or code != 0 or "Traceback" in logs:
-            raise SystemExit(f"prune: serve smoke test ({problem or 'exit ' + str(code)}):\n{logs}")
+        argv = [*command, *SERVE_ARGS, "--listen"]
+        serve_and_stop(argv, env, cwd, _serve_exchange, "serve")
 
     def smoke_env(self, tmp: Path, python: str) -> dict[str, str]:
         """A credential helper on PATH (a Python script) named by a config.json."""
@@ -559,21 +547,8 @@ def _compile(source: Path, shown: Path | None = None) -> bytes:
         return cfile.read_bytes()
 
 
-def _serve_exchange(proc: subprocess.Popen[bytes], base: str) -> str | None:
-    """What went wrong talking to a starting ``serve`` (None: ready, reviewed, counted)."""
-    deadline = time.monotonic() + 30
-    while True:
-        if proc.poll() is not None:
-            return f"exited {proc.returncode} before it was ready"
-        try:
-            with urllib.request.urlopen(f"{base}/readyz", timeout=2) as answer:
-                if answer.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            return "not ready in 30 s"
-        time.sleep(0.2)
+def _serve_exchange(base: str) -> str | None:
+    """What went wrong talking to a ready ``serve`` (None: reviewed, counted)."""
     request = urllib.request.Request(
         f"{base}/validate",
         data=json.dumps(SERVE_REVIEW).encode(),

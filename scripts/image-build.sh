@@ -6,16 +6,19 @@
 #   scripts/image-build.sh            build (or rebuild) localhost/imagecheck:dev, print its size
 #   scripts/image-build.sh --webhook  the webhook image (`serve` too: the webhook extra),
 #                                     localhost/imagecheck-webhook:dev
+#   scripts/image-build.sh --cluster  the cluster image (`reap` and `audit` too: the cluster
+#                                     extra), localhost/imagecheck-cluster:dev
 #
 # Idempotent: buildah and debootstrap are installed only when missing, the base image is made
 # only when it is not in buildah's storage, and buildah's layer cache skips the dependency
 # install while pyproject.toml and docker/constraints.txt are unchanged.
 #
 # Environment:
-#   IMAGECHECK_IMAGE       image to build            (default localhost/imagecheck:dev, with
-#                                                     extras localhost/imagecheck-webhook:dev)
+#   IMAGECHECK_IMAGE       image to build            (default localhost/imagecheck:dev; with
+#                                                     extras localhost/imagecheck-EXTRAS:dev,
+#                                                     commas as dashes)
 #   IMAGECHECK_EXTRAS      optional extras to install, comma-separated (the EXTRAS build arg;
-#                          default none; --webhook sets webhook)
+#                          default none; --webhook sets webhook, --cluster cluster)
 #   IMAGECHECK_BUILD_BASE  local build-stage base    (default localhost/imagecheck-build-base:bookworm)
 #   DEBIAN_MIRROR          mirror for debootstrap    (default: this machine's apt sources, else
 #                                                     http://deb.debian.org/debian)
@@ -30,15 +33,13 @@ EXTRAS="${IMAGECHECK_EXTRAS:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --webhook) EXTRAS=webhook; shift ;;
+    --cluster) EXTRAS=cluster; shift ;;
     -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     *) printf 'image-build: unknown argument %s (try --help)\n' "$1" >&2; exit 2 ;;
   esac
 done
-if [ -n "$EXTRAS" ]; then
-  IMAGE="${IMAGECHECK_IMAGE:-localhost/imagecheck-webhook:dev}"
-else
-  IMAGE="${IMAGECHECK_IMAGE:-localhost/imagecheck:dev}"
-fi
+# One image per extra, named after it: imagecheck-webhook, imagecheck-cluster.
+IMAGE="${IMAGECHECK_IMAGE:-localhost/imagecheck${EXTRAS:+-${EXTRAS//,/-}}:dev}"
 BASE="${IMAGECHECK_BUILD_BASE:-localhost/imagecheck-build-base:bookworm}"
 SUITE=bookworm
 export STORAGE_DRIVER="${STORAGE_DRIVER:-vfs}"

@@ -60,17 +60,24 @@ class Image:
 
 @pytest.fixture(scope="session")
 def image() -> Iterator[Image]:
+    yield from built_image(IMAGE)
+
+
+def built_image(name: str, *flags: str) -> Iterator[Image]:
+    """Build ``name`` with scripts/image-build.sh ``flags`` (or reuse buildah's cache) and
+    yield it mounted; the image fixtures of the other test modules use it too."""
     if os.geteuid() != 0:
         skip_or_fail("building and running the image here needs root (mount, chroot)")
-    env = os.environ | {"IMAGECHECK_IMAGE": IMAGE}
-    built = subprocess.run([BUILD], env=env, capture_output=True, text=True, check=False)
+    env = os.environ | {"IMAGECHECK_IMAGE": name}
+    built = subprocess.run([BUILD, *flags], env=env, capture_output=True, text=True, check=False)
     if built.returncode != 0:
-        pytest.fail(f"scripts/image-build.sh failed:\n{built.stdout}{built.stderr[-4000:]}")
-    inspected = json.loads(_buildah("inspect", "--type", "image", IMAGE))
-    container = _buildah("from", "--pull=never", "--quiet", IMAGE).strip()
+        script = " ".join(["scripts/image-build.sh", *flags])
+        pytest.fail(f"{script} failed:\n{built.stdout}{built.stderr[-4000:]}")
+    inspected = json.loads(_buildah("inspect", "--type", "image", name))
+    container = _buildah("from", "--pull=never", "--quiet", name).strip()
     try:
         rootfs = Path(_buildah("mount", container).strip())
-        yield Image(IMAGE, inspected["OCIv1"]["config"], rootfs, _uncompressed_size(IMAGE))
+        yield Image(name, inspected["OCIv1"]["config"], rootfs, _uncompressed_size(name))
     finally:
         _buildah("rm", container)
 

@@ -10,34 +10,29 @@ that fails.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.image.test_image import (
-    BUILD,
     BUILDAH_ENV,
     NONROOT,
     RUN,
     Image,
     Registry,
-    _buildah,
     _find_entrypoint,
-    _uncompressed_size,
+    built_image,
     registry,  # noqa: F401 - a fixture, used by name
     storage,  # noqa: F401 - a fixture, used by registry
 )
 from tests.integration.test_webhook import admission_review, workload
 from tests.support.registry import free_port
-from tests.tools import skip_or_fail
 
 WEBHOOK_IMAGE = os.environ.get("IMAGECHECK_WEBHOOK_IMAGE", "localhost/imagecheck-webhook:dev")
 MAX_SIZE = 45_000_000
@@ -48,42 +43,9 @@ STOP_TIMEOUT = 15.0
 pytestmark = pytest.mark.timeout(900)
 
 
-class _SizeReport:
-    """Prints the webhook image's size at the end of the run (as conftest does for the
-    default image), whether or not the size test failed."""
-
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        reports = terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
-        for report in reports:
-            for key, value in report.user_properties:
-                if key == WEBHOOK_IMAGE_SIZE_KEY:
-                    terminalreporter.write_sep("-", "imagecheck webhook image")
-                    terminalreporter.write_line(
-                        f"uncompressed size: {value} bytes ({int(value) / 1e6:.1f} MB)"
-                    )
-                    return
-
-
 @pytest.fixture(scope="session")
-def webhook_image(pytestconfig: pytest.Config) -> Iterator[Image]:
-    if os.geteuid() != 0:
-        skip_or_fail("building and running the image here needs root (mount, chroot)")
-    if not pytestconfig.pluginmanager.has_plugin("imagecheck-webhook-image-size"):
-        pytestconfig.pluginmanager.register(_SizeReport(), "imagecheck-webhook-image-size")
-    env = os.environ | {"IMAGECHECK_IMAGE": WEBHOOK_IMAGE}
-    built = subprocess.run(
-        [BUILD, "--webhook"], env=env, capture_output=True, text=True, check=False
-    )
-    if built.returncode != 0:
-        pytest.fail(f"scripts/image-build.sh --webhook failed:\n{built.stderr[-4000:]}")
-    inspected = json.loads(_buildah("inspect", "--type", "image", WEBHOOK_IMAGE))
-    container = _buildah("from", "--pull=never", "--quiet", WEBHOOK_IMAGE).strip()
-    try:
-        rootfs = Path(_buildah("mount", container).strip())
-        size = _uncompressed_size(WEBHOOK_IMAGE)
-        yield Image(WEBHOOK_IMAGE, inspected["OCIv1"]["config"], rootfs, size)
-    finally:
-        _buildah("rm", container)
+def webhook_image() -> Iterator[Image]:
+    yield from built_image(WEBHOOK_IMAGE, "--webhook")
 
 
 # -- what is in the image ---------------------------------------------------------------
