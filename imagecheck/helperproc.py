@@ -154,14 +154,44 @@ async def _kill(proc: asyncio.subprocess.Process) -> None:
     # A SIGKILLed helper always exits: wait for it on this loop, even on a loaded machine
     # where that takes a while, or the child watcher reports it after the loop has closed
     # ("Loop ... that handles pid N is closed" on stderr). One we could not kill gets 1 s.
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(_REAP_KILLED if killed else 1.0):
-            await proc.wait()
-    # Release its pipes now, on this loop: output left unread would otherwise keep the
-    # transport open until garbage collection, after the loop may have closed.
+    # Close its pipes first: asyncio reports the exit only once every pipe has closed, and a
+    # pipe whose reader was cancelled with its buffer full is never read to its end, so the
+    # wait below lasted its whole bound (10 s) about one time in two. Only the pipes: closing
+    # the whole transport now would poll the process, which would reap it behind the child
+    # watcher's back ("Unknown child process pid N" on stderr).
     transport = getattr(proc, "_transport", None)
     if isinstance(transport, asyncio.SubprocessTransport):
+        for fd in (0, 1, 2):
+            pipe = transport.get_pipe_transport(fd)
+            if pipe is not None:
+                pipe.close()
+    # A cancellation that lands meanwhile (the run's deadline cancels the check that is
+    # killing its helper) waits for the reaping too, within the same bound, then goes on.
+    await _reap_uncancelled(proc, _REAP_KILLED if killed else 1.0)
+    # Release the transport now, on this loop, not at garbage collection after the loop may
+    # have closed.
+    if isinstance(transport, asyncio.SubprocessTransport):
         transport.close()
+
+
+async def _reap_uncancelled(proc: asyncio.subprocess.Process, limit: float) -> None:
+    """Wait up to ``limit`` seconds for ``proc`` to be reaped, even through a cancellation,
+    which is raised again once the wait is over."""
+    waiter = asyncio.ensure_future(proc.wait())
+    end = asyncio.get_running_loop().time() + limit
+    cancelled = False
+    while not waiter.done():
+        left = end - asyncio.get_running_loop().time()
+        if left <= 0:
+            break
+        try:
+            await asyncio.wait({waiter}, timeout=left)
+        except asyncio.CancelledError:
+            cancelled = True
+    if not waiter.done():
+        waiter.cancel()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _answer(exe: str, returncode: int, stdout: str, stderr: str) -> HelperAnswer | None:
