@@ -29,7 +29,8 @@ from imagecheck._lazy import load_export
 TYPE_CHECKING = False
 
 # Static, not importlib.metadata (itself some 10 ms of imports): `imagecheck --version` and the
-# User-Agent read it. It must match pyproject.toml's version (tests/unit/test_lazy_imports.py).
+# User-Agent read it. The version's one home: pyproject.toml reads it (hatch), and
+# tests/packaging/test_version.py holds the image label and CHANGELOG.md to it.
 __version__ = "0.1.0"
 
 # The public names are loaded on first use (PEP 562): `import imagecheck` alone, as

@@ -161,3 +161,34 @@ def _runtime_distributions(wheel: Wheel) -> set[str]:
         if marker is None or any(marker.evaluate({"extra": e}) for e in ["", *extras]):
             allowed.add(canonicalize_name(requirement.name))
     return allowed
+
+
+# --- What PyPI shows, and the one version (issue #16) -------------------------------------------
+
+
+def test_wheel_version_is_the_cli_version(wheel: Wheel) -> None:
+    """pyproject.toml's version is dynamic, read from ``imagecheck.__version__`` (the string
+    ``imagecheck --version`` prints): the built wheel carries that very string."""
+    import imagecheck  # noqa: PLC0415
+
+    assert wheel.metadata["Version"] == imagecheck.__version__
+    assert wheel.dist_info == f"{PACKAGE}-{imagecheck.__version__}.dist-info"
+
+
+def test_wheel_installs_the_cli_twice_as_itself_and_as_a_kubectl_plugin(wheel: Wheel) -> None:
+    scripts = configparser.ConfigParser(delimiters=("=",))
+    scripts.read_string(wheel.entry_points)
+    assert dict(scripts["console_scripts"]) == {
+        "imagecheck": "imagecheck.cli:main",
+        "kubectl-imagecheck": "imagecheck.cli:main",
+    }
+
+
+def test_wheel_metadata_has_classifiers_and_project_urls(wheel: Wheel) -> None:
+    classifiers = wheel.metadata.get_all("Classifier") or []
+    assert "Programming Language :: Python :: 3.11" in classifiers
+    assert "Typing :: Typed" in classifiers  # py.typed ships (test_wheel_is_typed)
+    urls = dict(u.split(", ", 1) for u in wheel.metadata.get_all("Project-URL") or [])
+    assert set(urls) >= {"Homepage", "Source", "Issues", "Changelog"}
+    assert all(u.startswith("https://github.com/imagecheck/imagecheck") for u in urls.values())
+    assert wheel.metadata["License-Expression"] == "Apache-2.0"

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -160,11 +159,6 @@ def test_a_check_answered_at_once_loads_no_retry_machinery_nor_httpx_transport()
     assert "exit 0" in done.stdout.splitlines()
     loaded = json.loads(done.stdout.splitlines()[-1])
     assert not any(loaded.values()), loaded
-
-
-def test_version_is_the_packaged_one() -> None:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert imagecheck.__version__ == project["version"]
 
 
 # -- Ctrl-C while the modules load -------------------------------------------------------------
