@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--extras", default="", help="the extras the amd64 image has")
     parser.add_argument("--pip", default=f"{sys.executable} -m pip", help="pip to download with")
     args = parser.parse_args()
+    args.out = args.out.absolute()  # qemu -L and the interpreter's path, from any cwd
     if args.out.exists():
         raise SystemExit(f"arm64root: {args.out} exists")
     packages = read_status(args.from_root)
