@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Next to this file (sys.path[0] when run as a script): the amd64 build's smoke runs.
+from arm64debs import fetch_debs, read_status, run, unpack_debs, write_status
 from prune import SMOKE
 
-STATUS_D = Path("var/lib/dpkg/status.d")
 APP_DIR = Path("usr/lib/imagecheck")
 ELF_MAGIC = b"\x7fELF"
 
@@ -89,82 +89,14 @@ def main() -> None:
     if args.out.exists():
         raise SystemExit(f"arm64root: {args.out} exists")
     packages = read_status(args.from_root)
-    debroot = unpack_debs(fetch_debs(packages, args.work / "debs"), args.work / "debroot")
+    debs = fetch_debs(packages, ARM64.debian, args.work / "debs")
+    debroot = unpack_debs(debs, args.work / "debroot", ARM64.loader)
     wheels = install_wheels(args.src, args.extras, args.work / "wheels", args.pip.split())
     Mirror(args.from_root, args.out, debroot, wheels).run()
     write_status(args.out, args.work / "debs")
     check_machine(args.out, ARM64)
     smoke_test(args.out)
     print(f"arm64root: {args.out}: {len(packages)} Debian packages, smoke-tested under qemu")
-
-
-# -- Debian packages ----------------------------------------------------------------------
-
-
-def read_status(root: Path) -> dict[str, str]:
-    """Package -> version, from the dpkg records prune.py wrote into the amd64 root."""
-    packages = {}
-    for record in sorted((root / STATUS_D).iterdir()):
-        fields = dict(
-            line.split(": ", 1) for line in record.read_text().splitlines() if ": " in line
-        )
-        packages[fields["Package"]] = fields["Version"]
-    return packages
-
-
-def fetch_debs(packages: dict[str, str], dest: Path) -> list[Path]:
-    """The arm64 .debs of ``packages`` at their versions, by apt with its own state directory."""
-    state = dest.parent / "apt"
-    for sub in ("lists/partial", "cache/archives/partial"):
-        (state / sub).mkdir(parents=True, exist_ok=True)
-    (state / "status").touch()
-    dest.mkdir(parents=True, exist_ok=True)
-    options = [
-        f"-oAPT::Architecture={ARM64.debian}",
-        f"-oAPT::Architectures::={ARM64.debian}",
-        f"-oDir::State::Lists={state / 'lists'}",
-        f"-oDir::State::Status={state / 'status'}",
-        f"-oDir::Cache={state / 'cache'}",
-        "-oDebug::NoLocking=1",
-        "-oAPT::Sandbox::User=root",
-        "-qq",
-    ]
-    _run(["apt-get", *options, "update"])
-    wanted = [f"{name}:{ARM64.debian}={version}" for name, version in sorted(packages.items())]
-    _run(["apt-get", *options, "download", *wanted], cwd=dest)
-    debs = sorted(dest.glob("*.deb"))
-    if len(debs) != len(packages):
-        raise SystemExit(f"arm64root: fetched {len(debs)} of {len(packages)} packages")
-    return debs
-
-
-def unpack_debs(debs: list[Path], dest: Path) -> Path:
-    """``dpkg-deb -x`` each into one tree, then merge /lib into /usr/lib as bookworm's
-    merged-/usr systems have it (libc6 ships /lib/aarch64-linux-gnu)."""
-    dest.mkdir(parents=True)
-    for deb in debs:
-        _run(["dpkg-deb", "-x", str(deb), str(dest)])
-    merged = dest / "usr" / "lib"
-    for top in ("lib", "bin"):
-        unmerged = dest / top
-        if unmerged.is_dir() and not unmerged.is_symlink():
-            shutil.copytree(unmerged, dest / "usr" / top, symlinks=True, dirs_exist_ok=True)
-            shutil.rmtree(unmerged)
-    if not (merged / ARM64.loader).is_symlink():
-        raise SystemExit(f"arm64root: no /lib/{ARM64.loader} in the arm64 libc6")
-    return dest
-
-
-def write_status(root: Path, debs: Path) -> None:
-    """The arm64 packages' records replace the amd64 ones (scanners read these)."""
-    status = root / STATUS_D
-    shutil.rmtree(status)
-    status.mkdir()
-    for deb in sorted(debs.glob("*.deb")):
-        fields = _run(["dpkg-deb", "-f", str(deb)]).splitlines()
-        name = fields[0].split(": ", 1)[1]
-        record = [fields[0], "Status: install ok installed", *fields[1:]]
-        (status / name).write_text("\n".join(record) + "\n")
 
 
 # -- wheels -------------------------------------------------------------------------------
@@ -175,7 +107,7 @@ def install_wheels(src: Path, extras: str, dest: Path, pip: list[str]) -> Path:
     ``dest`` (no extension module is built here: --only-binary)."""
     requirements = dest.parent / "requirements.txt"
     requirements.write_text("\n".join(_requirements(src / "pyproject.toml", extras)) + "\n")
-    _run(
+    run(
         [
             *pip,
             "install",
@@ -249,7 +181,7 @@ class Mirror:
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(self.arm64_file(path, dest) if _is_elf(path) else path, dest)
             if dest.is_relative_to(self.out / APP_DIR) and _is_elf(dest):
-                _run([ARM64.strip, "--strip-unneeded", str(dest)])
+                run([ARM64.strip, "--strip-unneeded", str(dest)])
         shutil.copystat(path, dest, follow_symlinks=False)
         st = path.lstat()
         os.chown(dest, st.st_uid, st.st_gid, follow_symlinks=False)
@@ -330,13 +262,6 @@ def smoke_test(root: Path) -> None:
                     f"arm64root: smoke test {argv} exited {done.returncode}, wanted {expected}:\n"
                     f"{done.stdout}{done.stderr}"
                 )
-
-
-def _run(cmd: list[str], cwd: Path | None = None) -> str:
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"arm64root: {' '.join(cmd[:3])} ... failed:\n{done.stderr[-3000:]}")
-    return done.stdout
 
 
 if __name__ == "__main__":
