@@ -45,7 +45,8 @@ from pathlib import Path
 
 # Next to this file (sys.path[0] when run as a script): the amd64 build's smoke runs.
 from arm64debs import fetch_debs, read_status, run, unpack_debs, write_status
-from prune import SMOKE
+from prune import IMPORT_ALL, SERVE_ARGS, SMOKE, _serve_exchange
+from prune_cluster import cluster_runs, serve_and_stop
 
 APP_DIR = Path("usr/lib/imagecheck")
 ELF_MAGIC = b"\x7fELF"
@@ -95,7 +96,7 @@ def main() -> None:
     Mirror(args.from_root, args.out, debroot, wheels).run()
     write_status(args.out, args.work / "debs")
     check_machine(args.out, ARM64)
-    smoke_test(args.out)
+    smoke_test(args.out, args.extras)
     print(f"arm64root: {args.out}: {len(packages)} Debian packages, smoke-tested under qemu")
 
 
@@ -234,9 +235,11 @@ def qemu_command(root: Path) -> list[str]:
     return [ARM64.qemu, "-L", str(root), str(root / "usr/bin/python3"), "-m", "imagecheck"]
 
 
-def smoke_test(root: Path) -> None:
+def smoke_test(root: Path, extras: str = "") -> None:
     """prune.py's runs (help, version, an invalid reference, JSON, HTTPS and HTTP to a closed
-    port, a credential helper as a subprocess) with the arm64 interpreter under qemu."""
+    port, a credential helper as a subprocess) with the arm64 interpreter under qemu; every
+    dependency extension module imported; with the extras, their runs too (``serve``;
+    ``reap`` and ``audit`` against the stub Kubernetes API)."""
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         bindir = home / "bin"
@@ -247,21 +250,35 @@ def smoke_test(root: Path) -> None:
         helper.chmod(0o755)
         (home / "config.json").write_text('{"credHelpers": {"127.0.0.1:9": "imagecheck-smoke"}}')
         env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": tmp, "DOCKER_CONFIG": tmp}
-        for argv, expected in SMOKE:
+        python = qemu_command(root)[:-2]
+        runs = [([*qemu_command(root), *argv], expected) for argv, expected in SMOKE]
+        runs.append(([*python, "-c", IMPORT_ALL, *extension_modules(root)], 0))
+        for command, expected in runs:
             done = subprocess.run(
-                [*qemu_command(root), *argv],
-                env=env,
-                cwd=tmp,
-                capture_output=True,
-                text=True,
-                check=False,
-                timeout=300,
+                command, env=env, cwd=tmp, capture_output=True, text=True, check=False, timeout=300
             )
             if done.returncode != expected or "Traceback" in done.stderr:
                 raise SystemExit(
-                    f"arm64root: smoke test {argv} exited {done.returncode}, wanted {expected}:\n"
-                    f"{done.stdout}{done.stderr}"
+                    f"arm64root: smoke test {command[4:]} exited {done.returncode}, "
+                    f"wanted {expected}:\n{done.stdout}{done.stderr}"
                 )
+        if "webhook" in extras:
+            argv = [*qemu_command(root), *SERVE_ARGS, "--listen"]
+            serve_and_stop(argv, env, home, _serve_exchange, "serve")
+        if "cluster" in extras:
+            cluster_runs(qemu_command(root), env, home)
+
+
+def extension_modules(root: Path) -> list[str]:
+    """The dependencies' extension modules in the root, by module name."""
+    app = root / APP_DIR
+    names = []
+    for path in sorted(app.rglob("*.so")):
+        rel = path.relative_to(app)
+        name = ".".join([*rel.parts[:-1], rel.name.split(".", 1)[0]])
+        if all(part.isidentifier() for part in name.split(".")):
+            names.append(name)
+    return names
 
 
 if __name__ == "__main__":

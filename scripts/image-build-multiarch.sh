@@ -9,31 +9,38 @@
 #   3. docker/ocilayout.py writes both roots as one-layer images (tar+gzip) and their index.
 #
 #   scripts/image-build-multiarch.sh    writes build/multiarch/{layout,rootfs-arm64,sizes.json}
+#   scripts/image-build-multiarch.sh --webhook   the webhook image: build/multiarch-webhook
+#   scripts/image-build-multiarch.sh --cluster   the cluster image: build/multiarch-cluster
 #
 # Push the layout with any OCI tool, e.g. skopeo copy --all oci:build/multiarch/layout:dev \
 # docker://REGISTRY/imagecheck:TAG (tests/image/test_multiarch.py pushes it over the HTTP API).
 #
 # Environment:
-#   IMAGECHECK_MULTIARCH_OUT  output directory (default build/multiarch; replaced)
+#   IMAGECHECK_MULTIARCH_OUT  output directory (default build/multiarch[-EXTRAS]; replaced)
 #   IMAGECHECK_IMAGE          the amd64 image scripts/image-build.sh builds (its default)
+#   IMAGECHECK_EXTRAS         as scripts/image-build.sh (--webhook, --cluster set it)
 #   PIP_INDEX_URL, PIP_CA_BUNDLE, DEBIAN mirror: as scripts/image-build.sh (the arm64 .debs
 #   come from this machine's apt sources)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-OUT="${IMAGECHECK_MULTIARCH_OUT:-build/multiarch}"
-IMAGE="${IMAGECHECK_IMAGE:-localhost/imagecheck:dev}"
-TAG=dev
-export STORAGE_DRIVER="${STORAGE_DRIVER:-vfs}"
-export BUILDAH_ISOLATION="${BUILDAH_ISOLATION:-chroot}"
-
 log() { printf 'image-build-multiarch: %s\n' "$*" >&2; }
 
+EXTRAS="${IMAGECHECK_EXTRAS:-}"
 case "${1:-}" in
   -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+  --webhook) EXTRAS=webhook ;;
+  --cluster) EXTRAS=cluster ;;
   "") ;;
   *) log "unknown argument $1 (try --help)"; exit 2 ;;
 esac
+export IMAGECHECK_EXTRAS="$EXTRAS"  # image-build.sh builds and names the amd64 image by it
+SUFFIX="${EXTRAS:+-${EXTRAS//,/-}}"
+OUT="${IMAGECHECK_MULTIARCH_OUT:-build/multiarch$SUFFIX}"
+IMAGE="${IMAGECHECK_IMAGE:-localhost/imagecheck$SUFFIX:dev}"
+TAG=dev
+export STORAGE_DRIVER="${STORAGE_DRIVER:-vfs}"
+export BUILDAH_ISOLATION="${BUILDAH_ISOLATION:-chroot}"
 
 # qemu-user-static runs the arm64 smoke test, binutils-aarch64-linux-gnu strips the aarch64
 # extension modules, python3-venv gives pip its own environment for the aarch64 downloads.
@@ -71,7 +78,7 @@ main() {
   [ -s "$ca" ] && export PIP_CERT="$ca"
   python3 -m venv "$work/venv"
   python3 docker/arm64root.py --from-root "$amd64" --out "$OUT/rootfs-arm64" --src . \
-    --work "$work" --pip "$work/venv/bin/python -m pip --disable-pip-version-check"
+    --work "$work" --extras "$EXTRAS" --pip "$work/venv/bin/python -m pip --disable-pip-version-check"
   python3 docker/ocilayout.py --config "$work/config.json" --out "$OUT/layout" --tag "$TAG" \
     "linux/amd64=$amd64" "linux/arm64=$OUT/rootfs-arm64" >"$OUT/sizes.json"
   log "wrote $OUT/layout (tag $TAG) in $(($(date +%s) - started)) s"
