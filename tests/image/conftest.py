@@ -10,15 +10,30 @@ SIZE_KEYS = {
     IMAGE_SIZE_KEY: "imagecheck image",
     "webhook_image_size_bytes": "imagecheck webhook image",
     "cluster_image_size_bytes": "imagecheck cluster image",
+    "multiarch_amd64_size_bytes": "imagecheck multi-arch image, linux/amd64",
+    "multiarch_arm64_size_bytes": "imagecheck multi-arch image, linux/arm64",
 }
+# The multi-arch layout's platforms: (uncompressed key, compressed key); the compressed size
+# (the gzip layer a node downloads) is printed under the same heading.
+MULTIARCH_SIZE_KEYS = {
+    "linux/amd64": ("multiarch_amd64_size_bytes", "multiarch_amd64_gzip_bytes"),
+    "linux/arm64": ("multiarch_arm64_size_bytes", "multiarch_arm64_gzip_bytes"),
+}
+GZIP_KEYS = {gz: raw for raw, gz in MULTIARCH_SIZE_KEYS.values()}
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     sizes: dict[str, int] = {}
     for report in terminalreporter.getreports("passed") + terminalreporter.getreports("failed"):
         for key, value in report.user_properties:
-            if key in SIZE_KEYS:
+            if key in SIZE_KEYS or key in GZIP_KEYS:
                 sizes.setdefault(key, int(value))
+    compressed = {GZIP_KEYS[key]: value for key, value in sizes.items() if key in GZIP_KEYS}
     for key, value in sizes.items():
+        if key not in SIZE_KEYS:
+            continue
         terminalreporter.write_sep("-", SIZE_KEYS[key])
         terminalreporter.write_line(f"uncompressed size: {value} bytes ({value / 1e6:.1f} MB)")
+        if key in compressed:
+            gz = compressed[key]
+            terminalreporter.write_line(f"compressed size: {gz} bytes ({gz / 1e6:.1f} MB)")

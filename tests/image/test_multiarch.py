@@ -1,0 +1,230 @@
+"""The multi-arch image (issue #16): linux/amd64 and linux/arm64 as one OCI index, built by
+scripts/image-build-multiarch.sh without an emulated build.
+
+The arm64 image is run here the way prune.py runs the amd64 build, with the arm64 interpreter
+under qemu-aarch64-static (the script installs it; no binfmt needed), including real checks
+against a Distribution registry. The index is pushed to that registry over the HTTP API and
+then found by imagecheck itself for each platform, and by skopeo.
+
+Needs root (buildah mounts, as the other image tests); not root: skip, except under CI=true.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.image.conftest import MULTIARCH_SIZE_KEYS
+from tests.support.images import SampleImages, push_blob, push_manifest, seed_samples
+from tests.support.registry import LocalRegistry, find_registry_binary
+from tests.tools import skip_or_fail, system_tool
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "scripts" / "image-build-multiarch.sh"
+MAX_SIZE = 30_000_000
+PLATFORMS = ("linux/amd64", "linux/arm64")
+AARCH64 = 183  # ELF e_machine
+REPO, TAG = "imagecheck", "dev"
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@dataclass(frozen=True)
+class Build:
+    layout: Path
+    arm64_root: Path
+    sizes: dict[str, dict[str, int]]
+
+    def blob(self, digest: str) -> bytes:
+        return (self.layout / "blobs" / "sha256" / digest.removeprefix("sha256:")).read_bytes()
+
+    def index(self) -> dict[str, Any]:
+        top = json.loads((self.layout / "index.json").read_text())["manifests"][0]
+        index: dict[str, Any] = json.loads(self.blob(top["digest"]))
+        return index
+
+
+@dataclass(frozen=True)
+class Registry:
+    host: str
+    url: str
+    samples: SampleImages
+
+    def ref(self, name: str) -> str:
+        return f"{self.host}/{name}"
+
+
+@pytest.fixture(scope="session")
+def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
+    if os.geteuid() != 0:
+        skip_or_fail("building the images here needs root (buildah mount, chroot)")
+    out = tmp_path_factory.mktemp("multiarch") / "out"
+    env = os.environ | {"IMAGECHECK_MULTIARCH_OUT": str(out)}
+    done = subprocess.run([BUILD], env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"scripts/image-build-multiarch.sh failed:\n{done.stderr[-4000:]}")
+    sizes = json.loads((out / "sizes.json").read_text())
+    return Build(out / "layout", out / "rootfs-arm64", sizes)
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory, build: Build) -> Iterator[Registry]:
+    """A Distribution registry with the samples and the index pushed as imagecheck:dev."""
+    if find_registry_binary() is None:
+        system_tool("docker-registry")
+    work = tmp_path_factory.mktemp("multiarch-registry")
+    with LocalRegistry(work) as running, httpx.Client(timeout=60) as client:
+        samples = seed_samples(client, running.url)
+        push_layout(client, running.url, build)
+        yield Registry(running.host, running.url, samples)
+
+
+def push_layout(client: httpx.Client, url: str, build: Build) -> None:
+    """Children first (blobs, then each manifest by digest), then the index under its tag."""
+    index = build.index()
+    for child in index["manifests"]:
+        manifest = json.loads(build.blob(child["digest"]))
+        for blob in [manifest["config"], *manifest["layers"]]:
+            push_blob(client, url, REPO, build.blob(blob["digest"]))
+        body = build.blob(child["digest"])
+        push_manifest(client, url, REPO, child["digest"], body, child["mediaType"])
+    body = json.dumps(index, separators=(",", ":"), sort_keys=True).encode()
+    push_manifest(client, url, REPO, TAG, body, index["mediaType"])
+
+
+def arm64(build: Build, *args: str) -> subprocess.CompletedProcess[str]:
+    """The arm64 image's entrypoint with ``args``, its interpreter run by qemu-user."""
+    root = build.arm64_root
+    command = ["qemu-aarch64-static", "-L", str(root), str(root / "usr/bin/python3")]
+    return subprocess.run(
+        [*command, "-m", "imagecheck", *args],
+        env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def host_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "imagecheck", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+# -- the arm64 root -----------------------------------------------------------------------
+
+
+def _machine(path: Path) -> int | None:
+    with path.open("rb") as file:
+        header = file.read(20)
+    return int.from_bytes(header[18:20], "little") if header[:4] == b"\x7fELF" else None
+
+
+def test_every_arm64_elf_is_aarch64(build: Build) -> None:
+    files = [p for p in build.arm64_root.rglob("*") if p.is_file() and not p.is_symlink()]
+    machines = {p.relative_to(build.arm64_root).as_posix(): _machine(p) for p in files}
+    elves = {path: m for path, m in machines.items() if m is not None}
+    assert "usr/bin/python3.11" in elves
+    assert set(elves.values()) == {AARCH64}
+
+
+def test_arm64_root_records_arm64_packages(build: Build) -> None:
+    status = build.arm64_root / "var/lib/dpkg/status.d"
+    arches = {
+        line.split(": ", 1)[1]
+        for record in status.iterdir()
+        for line in record.read_text().splitlines()
+        if line.startswith("Architecture: ")
+    }
+    assert arches == {"arm64", "all"}
+
+
+def test_arm64_version_under_qemu(build: Build) -> None:
+    done = arm64(build, "--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == host_cli("--version").stdout
+
+
+def test_arm64_checks_a_real_registry(build: Build, registry: Registry) -> None:
+    found = registry.ref("sample/app:1.0.0")
+    missing = registry.ref("sample/app:9.9.9")
+    done = arm64(build, "check", "-o", "json", found, missing)
+    assert done.returncode == 1, done.stdout + done.stderr
+    results = {r["reference"]: r for r in json.loads(done.stdout)}
+    assert results[found]["status"] == "found"
+    assert results[found]["digest"] == registry.samples["sample/app:1.0.0"].digest
+    assert results[missing]["status"] == "missing"
+
+
+# -- the index in the registry ------------------------------------------------------------
+
+
+def test_skopeo_shows_the_index(build: Build, registry: Registry) -> None:
+    skopeo = system_tool("skopeo")
+    ref = f"docker://{registry.ref(f'{REPO}:{TAG}')}"
+    done = subprocess.run(
+        [skopeo, "inspect", "--raw", "--tls-verify=false", ref],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    raw = json.loads(done.stdout)
+    assert raw["mediaType"] == "application/vnd.oci.image.index.v1+json"
+    platforms = {f"{m['platform']['os']}/{m['platform']['architecture']}" for m in raw["manifests"]}
+    assert platforms == set(PLATFORMS)
+
+
+def _index_digest(build: Build) -> str:
+    digest: str = json.loads((build.layout / "index.json").read_text())["manifests"][0]["digest"]
+    return digest
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_imagecheck_finds_each_platform(build: Build, registry: Registry, platform: str) -> None:
+    ref = registry.ref(f"{REPO}:{TAG}")
+    done = host_cli("check", "-o", "json", "--platform", platform, ref)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [result] = json.loads(done.stdout)
+    assert result["status"] == "found"
+    # The result names the index (the tag's manifest) and the platform it holds.
+    assert result["digest"] == _index_digest(build)
+    assert result["media_type"] == "application/vnd.oci.image.index.v1+json"
+    assert platform in result["message"]
+
+
+def test_arm64_image_finds_itself(build: Build, registry: Registry) -> None:
+    done = arm64(build, "check", "--platform", "linux/arm64", registry.ref(f"{REPO}:{TAG}"))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_platform_absent_from_the_index_is_not_found(registry: Registry) -> None:
+    done = host_cli("check", "--platform", "linux/s390x", registry.ref(f"{REPO}:{TAG}"))
+    assert done.returncode == 1, done.stdout + done.stderr
+
+
+# -- size ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_size_is_at_most_30_mb(build: Build, platform: str, record_property: Any) -> None:
+    size = build.sizes[platform]
+    raw_key, gz_key = MULTIARCH_SIZE_KEYS[platform]
+    record_property(raw_key, size["uncompressed"])
+    record_property(gz_key, size["compressed"])
+    assert size["uncompressed"] <= MAX_SIZE, f"{size['uncompressed'] / 1e6:.1f} MB"
+    assert size["compressed"] < size["uncompressed"]
