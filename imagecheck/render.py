@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from imagecheck.bounded import printable
 from imagecheck.errors import Hint, ImagecheckError, RegistryError
@@ -22,6 +22,8 @@ from imagecheck.result import CheckResult, Status
 
 if TYPE_CHECKING:  # scanning needs PyYAML: not loaded by `check` (an initContainer's start-up)
     from imagecheck.scanning import FileNote, FileProblem, Occurrence
+
+P = TypeVar("P")  # a place an image is used: a file's line (scan), a workload (audit)
 
 # Kubernetes keeps at most 4096 bytes of a container's termination message.
 TERMINATION_LOG_LIMIT = 4096
@@ -134,6 +136,33 @@ def _where(occurrence: Occurrence) -> str:
     return _line(f"{occurrence.file}:{occurrence.line}" + (f" ({what})" if what else ""))
 
 
+# Worst first: how scan and audit group their images.
+STATUS_ORDER = (Status.INVALID, Status.MISSING, Status.DENIED, Status.ERROR, Status.FOUND)
+
+
+def status_groups(
+    places: Mapping[str, Sequence[P]],
+    results: Mapping[str, CheckResult],
+    where: Callable[[P], str],
+) -> list[str]:
+    """Text lines: the images grouped by status, worst first, each once with its answer and
+    then every place it is used (``where`` words a place), for scan's and audit's text."""
+    by_status: dict[Status, list[str]] = {}
+    for image in places:
+        by_status.setdefault(results[image].status, []).append(image)
+    lines: list[str] = []
+    for status in STATUS_ORDER:
+        images = by_status.get(status, [])
+        if images:
+            lines.append(f"{status.value} ({len(images)})")
+        for image in images:
+            r = results[image]
+            detail = r.digest if status is Status.FOUND and r.digest else _line(r.message)
+            lines.append(f"  {shown(r)}  {detail}".rstrip())
+            lines.extend(f"    {where(place)}" for place in places[image])
+    return lines
+
+
 def _file_lines(problems: Sequence[FileProblem], notes: Sequence[FileNote]) -> list[str]:
     """``error`` for each file that could not be read, ``note`` for each skipped on purpose."""
     lines = [
@@ -156,18 +185,7 @@ def render_scan_text(
     for o in occurrences:
         if not o.skipped:
             places.setdefault(o.image, []).append(o)
-    by_status: dict[Status, list[str]] = {}
-    for image in places:
-        by_status.setdefault(results[image].status, []).append(image)
-    for status in (Status.INVALID, Status.MISSING, Status.DENIED, Status.ERROR, Status.FOUND):
-        images = by_status.get(status, [])
-        if images:
-            lines.append(f"{status.value} ({len(images)})")
-        for image in images:
-            r = results[image]
-            detail = r.digest if status is Status.FOUND and r.digest else _line(r.message)
-            lines.append(f"  {shown(r)}  {detail}".rstrip())
-            lines.extend(f"    {_where(o)}" for o in places[image])
+    lines.extend(status_groups(places, results, _where))
     skipped = [o for o in occurrences if o.skipped]
     if skipped:
         lines.append(f"skipped ({len(skipped)})")

@@ -8,11 +8,8 @@ import json
 from collections.abc import Mapping, Sequence
 
 from imagecheck.cluster.audit import Use
-from imagecheck.render import github_escape, printable_line, shown
+from imagecheck.render import github_escape, printable_line, shown, status_groups
 from imagecheck.result import CheckResult, Status
-
-# Worst first, as scan groups them.
-ORDER = (Status.INVALID, Status.MISSING, Status.DENIED, Status.ERROR, Status.FOUND)
 
 
 def where(use: Use) -> str:
@@ -26,20 +23,7 @@ def render_audit_text(uses: Sequence[Use], results: Mapping[str, CheckResult]) -
     places: dict[str, list[Use]] = {}
     for use in uses:
         places.setdefault(use.image, []).append(use)
-    by_status: dict[Status, list[str]] = {}
-    for image in places:
-        by_status.setdefault(results[image].status, []).append(image)
-    lines: list[str] = []
-    for status in ORDER:
-        images = by_status.get(status, [])
-        if images:
-            lines.append(f"{status.value} ({len(images)})")
-        for image in images:
-            r = results[image]
-            detail = r.digest if status is Status.FOUND and r.digest else printable_line(r.message)
-            lines.append(f"  {shown(r)}  {detail}".rstrip())
-            lines.extend(f"    {where(u)}" for u in places[image])
-    return "\n".join(lines)
+    return "\n".join(status_groups(places, results, where))
 
 
 def render_audit_json(uses: Sequence[Use], results: Mapping[str, CheckResult]) -> str:
