@@ -762,7 +762,7 @@ def test_check_many_ends_at_the_deadline(router: respx.Router) -> None:
     async def main() -> list[CheckResult]:
         async with ImageChecker(transport=httpx.MockTransport(router.async_handler)) as checker:
             items = [(i, parse_reference(i)) for i in ("registry.test/slow:1.0", IMAGE)]
-            return await checker.check_many(items, Deadline.after(0.2))
+            return await checker.check_many(items, Deadline.after(1.0))  # the fast one's room
 
     slow, fast = asyncio.run(main())
     assert fast.status is Status.FOUND  # finished answers are kept
@@ -829,7 +829,7 @@ def test_check_many_cuts_short_the_running_and_the_unstarted_checks(router: resp
     running, unstarted = run_many(
         router,
         [IMAGE, "registry.test/app:2.0"],
-        seconds=0.3,
+        seconds=1.5,  # room for the first 503 on a slow machine: see the test below
         concurrency=1,
         sleep=Stalls(),
         checked=checked,
@@ -851,11 +851,14 @@ def test_check_many_copies_a_cut_short_answer_to_each_spelling(router: respx.Rou
         async def __call__(self, seconds: float) -> None:
             await asyncio.sleep(30)
 
-    results = run_many(router, ["busybox", "docker.io/library/busybox:latest"], seconds=0.3,
+    # The deadline must leave room for the first answer and a retry wait, or the retry policy
+    # (not the deadline's cancellation) ends the check: CI once took 271 ms for the first 503.
+    results = run_many(router, ["busybox", "docker.io/library/busybox:latest"], seconds=1.5,
                        sleep=Stalls())  # fmt: skip
     assert [r.image for r in results] == ["busybox", "docker.io/library/busybox:latest"]
     assert results[0].message == results[1].message
-    assert "(last error: " in results[1].message
+    assert results[1].message.startswith("deadline exceeded before the registry answered")
+    assert "(last error: " in results[1].message and "HTTP 503" in results[1].message
 
 
 def test_check_many_cancelled_stops_every_check(router: respx.Router) -> None:
