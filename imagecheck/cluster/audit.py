@@ -23,7 +23,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,16 +38,14 @@ from imagecheck.cluster.model import (
     JOB,
     POD,
     REPLICASET,
-    SECRET,
     STATEFULSET,
     Cluster,
-    Forbidden,
     Kind,
     Selector,
 )
+from imagecheck.cluster.secrets import read_secrets
 from imagecheck.credentials import Credentials, Keychain, resolve_credentials
 from imagecheck.errors import ImagecheckError, InvalidReferenceError, UsageError
-from imagecheck.kube import dockerconfig_text
 from imagecheck.pullsecrets import PullSecretKeychain
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.result import CheckResult, Status
@@ -157,32 +155,6 @@ def _controller(meta: Mapping[str, Any]) -> str | None:
 def _text(value: Any) -> str | None:
     """``value`` when it is text, at most :data:`MAX_TEXT` characters; else None."""
     return value[:MAX_TEXT] if isinstance(value, str) else None
-
-
-async def read_secrets(
-    cluster: Cluster, wanted: Iterable[tuple[str, str]]
-) -> dict[tuple[str, str], str]:
-    """The ``.dockerconfigjson`` text of each (namespace, name), each read once, in order; one
-    that cannot be read is a warning (its name, never its content) and left out."""
-    texts: dict[tuple[str, str], str] = {}
-    refused: set[str] = set()
-    for namespace, name in sorted(set(wanted)):
-        if namespace in refused:
-            continue
-        where = f"secret {namespace}/{name}"
-        try:
-            secret = await cluster.get(SECRET, namespace, name)
-            if secret is None:
-                log.warning("pull %s does not exist: not used", printable(where))
-                continue
-            texts[(namespace, name)] = dockerconfig_text(secret, where)
-        except Forbidden as exc:
-            refused.add(namespace)
-            log.warning("cannot read pull secrets in namespace %s (%s): checking with the "
-                        "local credentials", printable(namespace), exc)  # fmt: skip
-        except ImagecheckError as exc:  # CredentialsError: not a docker config
-            log.warning("pull secret not used: %s", printable(exc))
-    return texts
 
 
 def image_keychains(

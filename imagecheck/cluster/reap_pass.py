@@ -45,7 +45,7 @@ from imagecheck.cluster.reap import (
     stuck_pod,
 )
 from imagecheck.cluster.reap_events import NO_EVENT_JOB, NO_EVENT_POD, Recorder, pod_ref
-from imagecheck.cluster.reap_secrets import KeychainFor, PodKeychains
+from imagecheck.cluster.secrets import KeychainFor, PodKeychains
 from imagecheck.errors import InvalidReferenceError
 from imagecheck.reference import parse_reference
 from imagecheck.result import CheckResult, Status

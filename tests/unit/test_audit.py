@@ -18,7 +18,7 @@ import pytest
 import respx
 
 from imagecheck.client import ClientOptions
-from imagecheck.cluster.audit import Use, audit, collect, parse_kind, read_secrets
+from imagecheck.cluster.audit import Use, audit, collect, parse_kind
 from imagecheck.cluster.model import (
     CRONJOB,
     DEPLOYMENT,
@@ -29,6 +29,7 @@ from imagecheck.cluster.model import (
     Kind,
     Selector,
 )
+from imagecheck.cluster.secrets import read_secrets
 from imagecheck.credentials import AnonymousKeychain
 from imagecheck.errors import UsageError
 from imagecheck.result import Status

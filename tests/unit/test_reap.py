@@ -207,6 +207,21 @@ def test_secrets_rbac_refused_checks_without_them(
     assert setup.cluster.writes == []
 
 
+def test_an_absent_secret_is_silent_and_one_that_is_not_a_docker_config_is_named(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    opaque = {"metadata": {"name": "opaque", "namespace": "ml"}, "data": {"x": "eA=="}}
+    setup.cluster.add(SECRET, opaque)
+    setup.cluster.add(JOB, job())
+    setup.cluster.add(POD, pod("train-1-abcde", PRIVATE, secrets=["absent", "opaque"]))
+    with caplog.at_level(logging.WARNING, logger="imagecheck"):
+        [outcome] = setup.run()
+    assert (outcome.action, outcome.verdict) == (Action.SKIPPED, Status.DENIED)
+    assert "absent" not in caplog.text  # a loop would repeat it for every pod of every pass
+    assert "pull secret not used: secret ml/opaque holds neither" in caplog.text
+    assert "eA==" not in caplog.text
+
+
 def test_outcome_json_fields(setup: Setup) -> None:
     setup.cluster.add(JOB, job(cron=None))
     setup.cluster.add(POD, pod("train-1-abcde"))
