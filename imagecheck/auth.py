@@ -153,15 +153,22 @@ def realm_host(realm: httpx.URL) -> str:
     return realm.netloc.decode("ascii")
 
 
-def names_realm(names: frozenset[str], realm: httpx.URL) -> bool:
-    """Whether ``names`` (insecure registries: ``host`` or ``host:port``) names the realm's
-    host, with or without its port."""
-    host = realm.raw_host.decode("ascii").lower()
-    if ":" in host:
-        host = f"[{host}]"
-    port = realm.port or (443 if realm.scheme == "https" else 80)
-    wanted = {host, f"{host}:{port}", realm_host(realm).lower()}
+def names_host(names: frozenset[str], host: str, port: int, *spellings: str) -> bool:
+    """Whether ``names`` (insecure registries: ``host`` or ``host:port``, any case, an IPv6
+    address bracketed or not) names ``host`` (an IPv6 address unbracketed), with or without
+    ``port``, or one of ``spellings``. The one matcher of insecure hosts: the registry's
+    (:mod:`imagecheck.ping`) and its token realm's (:func:`names_realm`)."""
+    bracketed = f"[{host}]" if ":" in host else host
+    wanted = {host, bracketed, f"{bracketed}:{port}", *spellings}
+    wanted = {w.lower() for w in wanted}
     return any(name.lower() in wanted for name in names)
+
+
+def names_realm(names: frozenset[str], realm: httpx.URL) -> bool:
+    """Whether ``names`` (insecure registries) names the realm's host, with or without its
+    port."""
+    port = realm.port or (443 if realm.scheme == "https" else 80)
+    return names_host(names, realm.raw_host.decode("ascii"), port, realm_host(realm))
 
 
 def sends_secret(creds: Credentials | None) -> bool:

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from imagecheck.auth import RegistryAuthState
+from imagecheck.auth import RegistryAuthState, names_host
 from imagecheck.bounded import MAX_ERROR_BODY, read_prefix
 from imagecheck.challenge import pick_challenge
 from imagecheck.errors import (
@@ -125,8 +125,8 @@ class Registries:
                 del self._hosts[name]
 
     def _insecure(self, ref: Reference) -> bool:
-        names = self._insecure_hosts
-        return ref.registry in names or ref.api_host in names or ref.hostname in names
+        port = ref.port or 443
+        return names_host(self._insecure_hosts, ref.hostname, port, ref.registry, ref.api_host)
 
     async def _ping(self, ref: Reference) -> Registry:
         insecure = self._insecure(ref)

@@ -19,7 +19,7 @@ import httpx
 import pytest
 import respx
 
-from imagecheck.auth import TokenCache
+from imagecheck.auth import TokenCache, names_host, names_realm
 from imagecheck.bounded import MAX_TOKEN_RESPONSE
 from imagecheck.client import ClientOptions, ImageChecker
 from imagecheck.credentials import (
@@ -884,3 +884,40 @@ def test_token_that_cannot_be_a_header_is_a_protocol_error_never_echoed(
     )
     assert route.call_count == 1  # a protocol error: not retried
     assert not head.called
+
+
+# The one matcher of insecure hosts, for the registry (ping) and its realm (names_realm).
+NAMES_HOST = [
+    ("host-any-port", {"reg.test"}, ("reg.test", 5000), True),
+    ("host-port", {"reg.test:5000"}, ("reg.test", 5000), True),
+    ("other-port", {"reg.test:5001"}, ("reg.test", 5000), False),
+    ("default-port-spelled", {"reg.test:443"}, ("reg.test", 443), True),
+    ("any-case", {"REG.Test"}, ("reg.test", 443), True),
+    ("ipv6-bracketed", {"[fd00::1]"}, ("fd00::1", 443), True),
+    ("ipv6-bare", {"fd00::1"}, ("fd00::1", 443), True),
+    ("ipv6-port", {"[fd00::1]:5000"}, ("fd00::1", 5000), True),
+    ("other-host", {"reg.test.evil"}, ("reg.test", 443), False),
+    ("suffix-is-not-a-match", {"test"}, ("reg.test", 443), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("names", "where", "named"), [c[1:] for c in NAMES_HOST], ids=[c[0] for c in NAMES_HOST]
+)
+def test_names_host(names: set[str], where: tuple[str, int], named: bool) -> None:
+    assert names_host(frozenset(names), *where) is named
+
+
+def test_names_host_takes_other_spellings() -> None:
+    names = frozenset({"docker.io"})
+    assert names_host(names, "registry-1.docker.io", 443, "docker.io")
+    assert not names_host(names, "registry-1.docker.io", 443)
+
+
+@pytest.mark.parametrize(
+    ("realm", "named"),
+    [("http://auth.test/token", True), ("http://auth.test:8080/token", True),
+     ("https://AUTH.test:443/token", True), ("http://other.test/token", False)],
+)  # fmt: skip
+def test_names_realm(realm: str, named: bool) -> None:
+    assert names_realm(frozenset({"auth.test"}), httpx.URL(realm)) is named

@@ -639,6 +639,10 @@ PLAIN_HTTP_CREDENTIALS: list[tuple[str, str, ClientOptions, str | None]] = [
     ("loopback-withheld", "127.0.0.1:5000/app:1.0", ClientOptions(), None),
     ("insecure-registry-sent", "127.0.0.1:5000/app:1.0",
      ClientOptions(insecure_registries=frozenset({"127.0.0.1:5000"})), "Basic YWxpY2U6cHc="),
+    ("insecure-host-any-port-sent", "127.0.0.1:5000/app:1.0",
+     ClientOptions(insecure_registries=frozenset({"127.0.0.1"})), "Basic YWxpY2U6cHc="),
+    ("insecure-other-port-withheld", "127.0.0.1:5000/app:1.0",
+     ClientOptions(insecure_registries=frozenset({"127.0.0.1:5001"})), None),
 ]  # fmt: skip
 
 
