@@ -9,10 +9,12 @@ BIN    := $(VENV)/bin
 system-deps:
 	@scripts/system-deps.sh
 
-$(BIN)/.installed: pyproject.toml
+# The runtime dependencies at the image's pins (docker/constraints.txt): the tests run the
+# versions the image ships, and a new release upstream changes neither until the pins move.
+$(BIN)/.installed: pyproject.toml docker/constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test]' -c docker/constraints.txt
 	@touch $@
 
 venv: $(BIN)/.installed
