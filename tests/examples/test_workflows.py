@@ -113,6 +113,9 @@ def test_the_release_publishes_the_three_images() -> None:
         "--webhook": "ghcr.io/imagecheck/imagecheck-webhook",
         "--cluster": "ghcr.io/imagecheck/imagecheck-cluster",
     }
+    usage = (ROOT / "scripts" / "image-build-multiarch.sh").read_text()
+    for flag in filter(None, _release_images()):  # the build script takes each flag
+        assert f"\n  {flag}) EXTRAS=" in usage
 
 
 def test_examples_and_readmes_name_the_images_the_release_publishes() -> None:
