@@ -92,3 +92,36 @@ def test_every_input_reaches_a_step_and_every_env_input_exists() -> None:
     envs = " ".join(str(v) for s in action["runs"]["steps"] for v in s.get("env", {}).values())
     used = set(re.findall(r"inputs\.([\w-]+)", envs))
     assert used == set(action["inputs"])
+
+
+# -- the images the release publishes ---------------------------------------------------------
+
+# An image reference in the examples and the README: ghcr.io/imagecheck/NAME[:TAG|@DIGEST].
+_PUBLISHED_REF = re.compile(r"\bghcr\.io/imagecheck/[a-z0-9-]+")
+
+
+def _release_images() -> dict[str, str]:
+    """The release's image matrix: the build script's flag (``""``: none) -> the image name."""
+    release = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
+    include = release["jobs"]["image"]["strategy"]["matrix"]["include"]
+    return {entry["flag"]: entry["image"] for entry in include}
+
+
+def test_the_release_publishes_the_three_images() -> None:
+    assert _release_images() == {
+        "": "ghcr.io/imagecheck/imagecheck",
+        "--webhook": "ghcr.io/imagecheck/imagecheck-webhook",
+        "--cluster": "ghcr.io/imagecheck/imagecheck-cluster",
+    }
+    usage = (ROOT / "scripts" / "image-build-multiarch.sh").read_text()
+    for flag in filter(None, _release_images()):  # the build script takes each flag
+        assert f"\n  {flag}) EXTRAS=" in usage
+
+
+def test_examples_and_readmes_name_the_images_the_release_publishes() -> None:
+    """Every ghcr.io/imagecheck image a user is told to run is one the release pushes, and
+    each pushed image is named somewhere a user reads."""
+    texts = [ROOT / "README.md", ROOT / "docker" / "README.md"]
+    texts += sorted(p for p in (ROOT / "examples").rglob("*") if p.is_file())
+    named = {ref for path in texts for ref in _PUBLISHED_REF.findall(path.read_text())}
+    assert named == set(_release_images().values())

@@ -12,6 +12,11 @@ SIZE_KEYS = {
     "cluster_image_size_bytes": "imagecheck cluster image",
     "multiarch_amd64_size_bytes": "imagecheck multi-arch image, linux/amd64",
     "multiarch_arm64_size_bytes": "imagecheck multi-arch image, linux/arm64",
+    **{
+        f"multiarch_{extra}_{arch}_size_bytes": f"imagecheck-{extra} multi-arch image, linux/{arch}"
+        for extra in ("webhook", "cluster")
+        for arch in ("amd64", "arm64")
+    },
 }
 # The multi-arch layout's platforms: (uncompressed key, compressed key); the compressed size
 # (the gzip layer a node downloads) is printed under the same heading.
@@ -19,7 +24,23 @@ MULTIARCH_SIZE_KEYS = {
     "linux/amd64": ("multiarch_amd64_size_bytes", "multiarch_amd64_gzip_bytes"),
     "linux/arm64": ("multiarch_arm64_size_bytes", "multiarch_arm64_gzip_bytes"),
 }
-GZIP_KEYS = {gz: raw for raw, gz in MULTIARCH_SIZE_KEYS.values()}
+# The same for the webhook and cluster images' layouts (scripts/image-build-multiarch.sh
+# --webhook, --cluster).
+MULTIARCH_EXTRA_SIZE_KEYS = {
+    extra: {
+        f"linux/{arch}": (
+            f"multiarch_{extra}_{arch}_size_bytes",
+            f"multiarch_{extra}_{arch}_gzip_bytes",
+        )
+        for arch in ("amd64", "arm64")
+    }
+    for extra in ("webhook", "cluster")
+}
+GZIP_KEYS = {
+    gz: raw
+    for keys in (MULTIARCH_SIZE_KEYS, *MULTIARCH_EXTRA_SIZE_KEYS.values())
+    for raw, gz in keys.values()
+}
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

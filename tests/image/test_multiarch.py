@@ -1,9 +1,10 @@
 """The multi-arch image (issue #16): linux/amd64 and linux/arm64 as one OCI index, built by
 scripts/image-build-multiarch.sh without an emulated build.
 
-The arm64 image is run here the way prune.py runs the amd64 build, with the arm64 interpreter
-under qemu-aarch64-static (the script installs it; no binfmt needed), including real checks
-against a Distribution registry. The index is pushed to that registry over the HTTP API and
+The arm64 image is run here as a container would run it (tests/image/multiarch.py: read-only
+root, UID/GID 65532, no supplementary groups, its interpreter under qemu-aarch64-static, which
+the script installs; no binfmt needed), including real checks against a Distribution
+registry. The index is pushed to that registry over the HTTP API and
 then found by imagecheck itself for each platform, and by skopeo.
 
 Needs root (buildah mounts, as the other image tests); not root: skip, except under CI=true.
@@ -12,11 +13,9 @@ Needs root (buildah mounts, as the other image tests); not root: skip, except un
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,56 +23,29 @@ import httpx
 import pytest
 
 from tests.image.conftest import MULTIARCH_SIZE_KEYS
-from tests.support.images import SampleImages, push_blob, push_manifest, seed_samples
+from tests.image.multiarch import (
+    INDEX,
+    PLATFORMS,
+    Build,
+    Registry,
+    arm64,
+    assert_runs_contained,
+    build_layout,
+)
+from tests.support.images import push_blob, push_manifest, seed_samples
 from tests.support.registry import LocalRegistry, find_registry_binary
-from tests.tools import skip_or_fail, system_tool
+from tests.tools import system_tool
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "scripts" / "image-build-multiarch.sh"
 MAX_SIZE = 30_000_000
-PLATFORMS = ("linux/amd64", "linux/arm64")
 AARCH64 = 183  # ELF e_machine
 REPO, TAG = "imagecheck", "dev"
 
 pytestmark = pytest.mark.timeout(900)
 
 
-@dataclass(frozen=True)
-class Build:
-    layout: Path
-    arm64_root: Path
-    sizes: dict[str, dict[str, int]]
-
-    def blob(self, digest: str) -> bytes:
-        return (self.layout / "blobs" / "sha256" / digest.removeprefix("sha256:")).read_bytes()
-
-    def index(self) -> dict[str, Any]:
-        top = json.loads((self.layout / "index.json").read_text())["manifests"][0]
-        index: dict[str, Any] = json.loads(self.blob(top["digest"]))
-        return index
-
-
-@dataclass(frozen=True)
-class Registry:
-    host: str
-    url: str
-    samples: SampleImages
-
-    def ref(self, name: str) -> str:
-        return f"{self.host}/{name}"
-
-
 @pytest.fixture(scope="session")
 def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
-    if os.geteuid() != 0:
-        skip_or_fail("building the images here needs root (buildah mount, chroot)")
-    out = tmp_path_factory.mktemp("multiarch") / "out"
-    env = os.environ | {"IMAGECHECK_MULTIARCH_OUT": str(out)}
-    done = subprocess.run([BUILD], env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"scripts/image-build-multiarch.sh failed:\n{done.stderr[-4000:]}")
-    sizes = json.loads((out / "sizes.json").read_text())
-    return Build(out / "layout", out / "rootfs-arm64", sizes)
+    return build_layout(tmp_path_factory.mktemp("multiarch") / "out")
 
 
 @pytest.fixture(scope="session")
@@ -99,20 +71,6 @@ def push_layout(client: httpx.Client, url: str, build: Build) -> None:
         push_manifest(client, url, REPO, child["digest"], body, child["mediaType"])
     body = json.dumps(index, separators=(",", ":"), sort_keys=True).encode()
     push_manifest(client, url, REPO, TAG, body, index["mediaType"])
-
-
-def arm64(build: Build, *args: str) -> subprocess.CompletedProcess[str]:
-    """The arm64 image's entrypoint with ``args``, its interpreter run by qemu-user."""
-    root = build.arm64_root
-    command = ["qemu-aarch64-static", "-L", str(root), str(root / "usr/bin/python3")]
-    return subprocess.run(
-        [*command, "-m", "imagecheck", *args],
-        env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def host_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -153,6 +111,10 @@ def test_arm64_root_records_arm64_packages(build: Build) -> None:
     assert arches == {"arm64", "all"}
 
 
+def test_arm64_runs_as_65532_on_a_read_only_root(build: Build) -> None:
+    assert_runs_contained(build)
+
+
 def test_arm64_version_under_qemu(build: Build) -> None:
     done = arm64(build, "--version")
     assert done.returncode == 0, done.stderr
@@ -184,7 +146,7 @@ def test_skopeo_shows_the_index(build: Build, registry: Registry) -> None:
     )
     assert done.returncode == 0, done.stderr
     raw = json.loads(done.stdout)
-    assert raw["mediaType"] == "application/vnd.oci.image.index.v1+json"
+    assert raw["mediaType"] == INDEX
     platforms = {f"{m['platform']['os']}/{m['platform']['architecture']}" for m in raw["manifests"]}
     assert platforms == set(PLATFORMS)
 
@@ -203,7 +165,7 @@ def test_imagecheck_finds_each_platform(build: Build, registry: Registry, platfo
     assert result["status"] == "found"
     # The result names the index (the tag's manifest) and the platform it holds.
     assert result["digest"] == _index_digest(build)
-    assert result["media_type"] == "application/vnd.oci.image.index.v1+json"
+    assert result["media_type"] == INDEX
     assert platform in result["message"]
 
 
