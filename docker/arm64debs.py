@@ -10,11 +10,18 @@ maintainer scripts), and their dpkg records for the new root.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 STATUS_D = Path("var/lib/dpkg/status.d")
+# Exit status when a version the amd64 root holds is gone from the mirror (Debian keeps only
+# the newest of each suite): the amd64 build base is older than the mirror, and
+# scripts/image-build-multiarch.sh rebuilds it once and tries again.
+EXIT_VERSION_GONE = 3
+_GONE = re.compile(r"^E: Version '([^']+)' for '([^']+)' was not found$", re.MULTILINE)
 
 
 def read_status(root: Path) -> dict[str, str]:
@@ -47,11 +54,24 @@ def fetch_debs(packages: dict[str, str], arch: str, dest: Path) -> list[Path]:
     ]
     run(["apt-get", *options, "update"])
     wanted = [f"{name}:{arch}={version}" for name, version in sorted(packages.items())]
-    run(["apt-get", *options, "download", *wanted], cwd=dest)
+    download = ["apt-get", *options, "download", *wanted]
+    done = subprocess.run(download, cwd=dest, capture_output=True, text=True, check=False)
+    gone = versions_gone(done.stderr)
+    if gone:
+        print(f"arm64debs: no longer on the mirror: {', '.join(gone)} (the amd64 build base "
+              "is older than the mirror: rebuild it)", file=sys.stderr)  # fmt: skip
+        raise SystemExit(EXIT_VERSION_GONE)
+    if done.returncode != 0:
+        raise SystemExit(f"arm64debs: apt-get download failed:\n{done.stderr[-3000:]}")
     debs = sorted(dest.glob("*.deb"))
     if len(debs) != len(packages):
         raise SystemExit(f"arm64debs: fetched {len(debs)} of {len(packages)} packages")
     return debs
+
+
+def versions_gone(stderr: str) -> list[str]:
+    """``package=version`` of each version apt says it cannot find, from its error output."""
+    return [f"{package}={version}" for version, package in _GONE.findall(stderr)]
 
 
 def unpack_debs(debs: list[Path], dest: Path, loader: str) -> Path:

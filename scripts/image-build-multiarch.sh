@@ -19,6 +19,8 @@
 #   IMAGECHECK_MULTIARCH_OUT  output directory (default build/multiarch[-EXTRAS]; replaced)
 #   IMAGECHECK_IMAGE          the amd64 image scripts/image-build.sh builds (its default)
 #   IMAGECHECK_EXTRAS         as scripts/image-build.sh (--webhook, --cluster set it)
+#   IMAGECHECK_BUILD_BASE     as scripts/image-build.sh; made again (once) when a package
+#                             version it holds is gone from the mirror
 #   PIP_INDEX_URL, PIP_CA_BUNDLE, DEBIAN mirror: as scripts/image-build.sh (the arm64 .debs
 #   come from this machine's apt sources)
 set -euo pipefail
@@ -38,7 +40,9 @@ export IMAGECHECK_EXTRAS="$EXTRAS"  # image-build.sh builds and names the amd64 
 SUFFIX="${EXTRAS:+-${EXTRAS//,/-}}"
 OUT="${IMAGECHECK_MULTIARCH_OUT:-build/multiarch$SUFFIX}"
 IMAGE="${IMAGECHECK_IMAGE:-localhost/imagecheck$SUFFIX:dev}"
+BASE="${IMAGECHECK_BUILD_BASE:-localhost/imagecheck-build-base:bookworm}"  # image-build.sh's
 TAG=dev
+ctr="" amd64=""  # build_roots sets them; the EXIT trap removes the container
 export STORAGE_DRIVER="${STORAGE_DRIVER:-vfs}"
 export BUILDAH_ISOLATION="${BUILDAH_ISOLATION:-chroot}"
 
@@ -59,26 +63,45 @@ install_tools() {
     "${need[@]}" >/dev/null
 }
 
+# The amd64 image, mounted in $ctr at $amd64, and the arm64 root beside it. arm64root.py exits 3
+# when a package version the amd64 root holds is gone from the mirror (Debian keeps only the
+# newest of each suite): the build base is older than the mirror, so it is made again, once.
+build_roots() {
+  local attempt rc
+  for attempt in 1 2; do
+    IMAGECHECK_IMAGE="$IMAGE" scripts/image-build.sh
+    rm -rf "$OUT" "$work/debs" "$work/apt" "$work/debroot" "$work/wheels"
+    mkdir -p "$OUT"
+    ctr=$(buildah from --pull=never --quiet "$IMAGE")
+    amd64=$(buildah mount "$ctr")
+    rc=0
+    python3 docker/arm64root.py --from-root "$amd64" --out "$OUT/rootfs-arm64" --src . \
+      --work "$work" --extras "$EXTRAS" \
+      --pip "$work/venv/bin/python -m pip --disable-pip-version-check" || rc=$?
+    [ "$rc" -eq 0 ] && return 0
+    if [ "$rc" -ne 3 ] || [ "$attempt" -eq 2 ]; then
+      exit "$rc"
+    fi
+    log "the build base $BASE is older than the mirror: making it again"
+    buildah rm "$ctr" >/dev/null
+    buildah rmi "$BASE" >/dev/null
+  done
+}
+
 main() {
-  local started ctr amd64 work ca
+  local started work ca
   started=$(date +%s)
   install_tools
-  IMAGECHECK_IMAGE="$IMAGE" scripts/image-build.sh
-  rm -rf "$OUT"
-  mkdir -p "$OUT"
   work=$(mktemp -d)
-  ctr=$(buildah from --pull=never --quiet "$IMAGE")
-  # shellcheck disable=SC2064  # expand now: both are local
-  trap "buildah rm '$ctr' >/dev/null 2>&1 || true; rm -rf '$work'" EXIT
-  amd64=$(buildah mount "$ctr")
-  buildah inspect --type image "$IMAGE" |
-    python3 -c 'import json, sys; json.dump(json.load(sys.stdin)["OCIv1"], sys.stdout)' \
-      >"$work/config.json"
+  # shellcheck disable=SC2064  # expand $work now; $ctr when the trap runs
+  trap "[ -n \"\$ctr\" ] && buildah rm \"\$ctr\" >/dev/null 2>&1; rm -rf '$work'" EXIT
   ca="${PIP_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
   [ -s "$ca" ] && export PIP_CERT="$ca"
   python3 -m venv "$work/venv"
-  python3 docker/arm64root.py --from-root "$amd64" --out "$OUT/rootfs-arm64" --src . \
-    --work "$work" --extras "$EXTRAS" --pip "$work/venv/bin/python -m pip --disable-pip-version-check"
+  build_roots
+  buildah inspect --type image "$IMAGE" |
+    python3 -c 'import json, sys; json.dump(json.load(sys.stdin)["OCIv1"], sys.stdout)' \
+      >"$work/config.json"
   python3 docker/ocilayout.py --config "$work/config.json" --out "$OUT/layout" --tag "$TAG" \
     "linux/amd64=$amd64" "linux/arm64=$OUT/rootfs-arm64" >"$OUT/sizes.json"
   log "wrote $OUT/layout (tag $TAG) in $(($(date +%s) - started)) s"
