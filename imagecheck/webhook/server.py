@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import logging
 import signal
 import ssl
 import time
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from imagecheck.kube import InCluster, KubeClient
 from imagecheck.pullsecrets import PullSecretKeychain
 from imagecheck.render import explained
 from imagecheck.retry import Deadline
-from imagecheck.webhook.cache import ResultCache
+from imagecheck.webhook.cache import Answers, ResultCache
 from imagecheck.webhook.limits import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_IMAGES,
@@ -179,14 +180,43 @@ class Webhook:
         try:
             review = await self._read_review(request, deadline)
         except _Unreadable as exc:
-            self.metrics.count(self.metrics.reviews, "bad_request")
-            log.warning("bad review", extra={"reason": exc.reason, "status": exc.status})
-            if exc.status == 408:
-                self.metrics.connections_closed.labels("body_timeout").inc()
-            return web.json_response({"error": exc.reason}, status=exc.status)
+            return web.json_response(self._refused(exc), status=exc.status)
         keychain, credentials = await self._pod_keychain(review, deadline)
         images = distinct_images(review)
         answers = await self.cache.results(images, deadline, keychain, credentials)
+        return web.json_response(self._answer(review, images, answers, started))
+
+    def answer_now(self, body: bytes) -> tuple[int, bytes] | None:
+        """The HTTP status and JSON body :meth:`validate` would answer for a request with
+        ``body``, with the same metrics and log line, when that needs no I/O (no pull
+        secrets to read, every image invalid or cached); else None. Called by the listener
+        in the loop turn the request arrived (``protocol.py``)."""
+        started = time.monotonic()
+        try:
+            review = self._parse(body)
+        except RecursionError:  # pruned in a thread: validate() does that
+            return None
+        except _Unreadable as exc:
+            return exc.status, json.dumps(self._refused(exc)).encode()
+        if self.pod_secrets is not None and review.pull_secrets:
+            return None
+        images = distinct_images(review)
+        answers = self.cache.answers_now(images)
+        if answers is None:
+            return None
+        return 200, json.dumps(self._answer(review, images, answers, started)).encode()
+
+    def _refused(self, exc: _Unreadable) -> dict[str, Any]:
+        self.metrics.count(self.metrics.reviews, "bad_request")
+        log.warning("bad review", extra={"reason": exc.reason, "status": exc.status})
+        if exc.status == 408:
+            self.metrics.connections_closed.labels("body_timeout").inc()
+        return {"error": exc.reason}
+
+    def _answer(
+        self, review: Review, images: Sequence[str], answers: Answers, started: float
+    ) -> dict[str, Any]:
+        """The AdmissionReview answered, counted and logged."""
         verdict = decide(
             review,
             {image: explained(result) for image, result in answers.results.items()},
@@ -213,7 +243,7 @@ class Webhook:
                 "elapsed_ms": round(elapsed * 1000, 1),
             },
         )
-        return web.json_response(response(review.uid, verdict))
+        return response(review.uid, verdict)
 
     async def _read_review(self, request: web.Request, deadline: Deadline) -> Review:
         """The review in the body, read within the read timeout (and the review deadline).
@@ -232,15 +262,20 @@ class Webhook:
             async with asyncio.timeout_at(read_by):
                 body = await _read_body(request, MAX_REVIEW_BYTES)
             try:
-                data = load_json(body)
+                return self._parse(body)
             except RecursionError:  # deeper than Python's parser goes: prune, in a thread
-                data = await asyncio.to_thread(load_json_pruned, body)
+                return await asyncio.to_thread(self._parse, body, load_json_pruned)
         except TimeoutError:
             raise _Unreadable(408, f"request body not received within {budget:.1f}s") from None
-        except ValueError:  # JSONDecodeError, UnicodeDecodeError
-            raise _Unreadable(400, "body is not JSON") from None
         finally:
             self._reading.release()
+
+    def _parse(self, body: bytes, load: Callable[[bytes], Any] = load_json) -> Review:
+        """The review in ``body``; ``RecursionError`` when it nests too deeply for ``load``."""
+        try:
+            data = load(body)
+        except ValueError:  # JSONDecodeError, UnicodeDecodeError
+            raise _Unreadable(400, "body is not JSON") from None
         try:
             return parse_review(data, secrets=self.pod_secrets is not None)
         except BadReview as exc:
@@ -317,6 +352,7 @@ async def serve(settings: ServeSettings, options: ClientOptions, keychain: Keych
             max_connections=settings.max_connections,
             read_timeout=settings.read_timeout,
             on_close=lambda reason: webhook.metrics.connections_closed.labels(reason).inc(),
+            answer_now=webhook.answer_now,
         )
         webhook.metrics.connections.set_function(lambda: listener.open_connections)
         runner = web.AppRunner(
