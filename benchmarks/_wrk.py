@@ -29,6 +29,7 @@ class WrkRun:
     requests: int
     seconds: float
     p50_ms: float
+    p90_ms: float
     p99_ms: float
     max_ms: float
     status_errors: int
@@ -71,6 +72,7 @@ def run_wrk(
         requests=figures["requests"],
         seconds=figures["duration_us"] / 1e6,
         p50_ms=figures["p50_us"] / 1000,
+        p90_ms=figures["p90_us"] / 1000,
         p99_ms=figures["p99_us"] / 1000,
         max_ms=figures["max_us"] / 1000,
         status_errors=figures["status_errors"],

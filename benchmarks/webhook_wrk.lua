@@ -25,9 +25,9 @@ end
 function done(summary, latency, _)
   local errors = summary.errors
   io.write(string.format(
-    '{"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, "max_us": %d, ' ..
+    '{"requests": %d, "duration_us": %d, "p50_us": %d, "p90_us": %d, "p99_us": %d, "max_us": %d, ' ..
     '"mean_us": %.1f, "status_errors": %d, "socket_errors": %d}\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(90), latency:percentile(99),
     latency.max, latency.mean, errors.status,
     errors.connect + errors.read + errors.write + errors.timeout
   ))
