@@ -25,7 +25,9 @@ thing: where a request ends. So it frames only what it is sure of and hands the 
   written its answer;
 - while a framed request's body is incomplete its bytes wait here (at most ``MAX_HEAD +
   MAX_INLINE_BODY``), under the listener's header timer; if that fires the request goes to
-  aiohttp, whose body timeout then answers the 408.
+  aiohttp, whose body timeout then answers the 408;
+- a client that sends requests without reading the answers: once the transport's write
+  buffer is full (``pause_writing``), nothing more is answered or read until it drains.
 """
 
 from __future__ import annotations
@@ -151,6 +153,8 @@ class Connection(asyncio.Protocol):
         self._buffer = bytearray()
         self._handed_over = False  # aiohttp frames the rest of the connection
         self._outstanding = 0  # framed requests aiohttp holds, not yet answered
+        self._writing_paused = False  # the client is not reading its answers
+        self._reading_paused = False  # by this layer, until the client reads
 
     @property
     def pending(self) -> bool:
@@ -172,6 +176,11 @@ class Connection(asyncio.Protocol):
 
     def _drain(self) -> None:
         while self._buffer:
+            if self._writing_paused:  # no more answers until the client reads: stop reading
+                assert self._transport is not None
+                self._transport.pause_reading()
+                self._reading_paused = True
+                return
             framed = frame(self._buffer)
             if framed is None or (isinstance(framed, Framed) and framed.size > len(self._buffer)):
                 return
@@ -218,6 +227,7 @@ class Connection(asyncio.Protocol):
             self._outstanding -= 1
 
     def eof_received(self) -> bool | None:
+        self.hand_over()  # a request cut short: aiohttp answers it as it did
         return self.handler.eof_received()  # type: ignore[func-returns-value]
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -226,7 +236,15 @@ class Connection(asyncio.Protocol):
         self.handler.connection_lost(exc)
 
     def pause_writing(self) -> None:
+        self._writing_paused = True
         self.handler.pause_writing()
 
     def resume_writing(self) -> None:
+        self._writing_paused = False
         self.handler.resume_writing()
+        if self._reading_paused:
+            assert self._transport is not None
+            self._reading_paused = False
+            self._transport.resume_reading()
+            if not self._handed_over:
+                self._drain()

@@ -15,6 +15,7 @@ import itertools
 import json
 import logging
 import re
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ class Served:
     port: int
     webhook: Webhook
     checker: FakeChecker
+    listener: Listener
 
 
 @asynccontextmanager
@@ -96,7 +98,7 @@ async def served(inline: bool) -> AsyncIterator[Served]:
     assert runner.server is not None
     await listener.start(runner.server, "127.0.0.1", settings.port)
     try:
-        yield Served(settings.port, webhook, checker)
+        yield Served(settings.port, webhook, checker, listener)
     finally:
         await listener.stop()
         await runner.cleanup()
@@ -297,3 +299,54 @@ def test_inline_answers_are_counted_and_logged_as_aiohttp_s(
     assert inline[0]["imagecheck_reviews_total[('result', 'allowed')]"] == 1
     assert inline[0]["imagecheck_reviews_total[('result', 'denied')]"] == 2
     assert inline[0]["imagecheck_reviews_total[('result', 'bad_request')]"] == 1
+
+
+def test_a_client_that_does_not_read_its_answers_is_not_answered_into_memory() -> None:
+    """Thousands of cached reviews pipelined by a client that reads nothing for a while (the
+    kernel's buffers made small on both sides): the server stops answering and reading once
+    its write buffer is full, and once the client reads, every answer comes, in order."""
+    count = 4000
+    requests = [post(review(FOUND[0], uid=f"{i:05d}")) for i in range(count)]
+
+    async def scenario(server: Served) -> tuple[float, int, list[str]]:
+        await exchange(server.port, [post(review(FOUND[0]))], 1)  # cached
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+        reader, writer = await asyncio.open_connection(sock=sock)
+        await asyncio.sleep(0.1)
+        for conn in server.listener._open:
+            assert conn.transport is not None
+            conn.transport.get_extra_info("socket").setsockopt(
+                socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+            )
+        reviews = server.webhook.metrics.reviews.labels("allowed")
+        before = reviews._value.get()
+        sending = asyncio.ensure_future(_send_all(writer, requests))
+        await asyncio.sleep(1.0)
+        answered = reviews._value.get() - before
+        transports = [c.transport for c in server.listener._open if c.transport is not None]
+        buffered = max(t.get_write_buffer_size() for t in transports)
+        uids = []
+        for _ in range(count):
+            answer = await asyncio.wait_for(read_answer(reader), 10)
+            uids.append(json.loads(answer.partition(b"\r\n\r\n")[2])["response"]["uid"])
+        await sending
+        writer.close()
+        return answered, buffered, uids
+
+    async def run() -> tuple[float, int, list[str]]:
+        async with served(True) as server:
+            return await scenario(server)
+
+    answered, buffered, uids = asyncio.run(run())
+    assert uids == [f"{i:05d}" for i in range(count)]
+    assert answered < count / 4, answered  # about 64 KiB of answers, then a pause
+    assert buffered < 256 * 1024, buffered
+
+
+async def _send_all(writer: asyncio.StreamWriter, requests: list[bytes]) -> None:
+    for request in requests:
+        writer.write(request)
+        await writer.drain()
