@@ -240,10 +240,7 @@ class Listener:
     def _answered(self, conn: _Connection) -> None:
         """A review was answered inline (protocol.py)."""
         conn.served = True
-        if conn.protocol is not None and conn.protocol.pending:
-            self._expect_headers(conn)  # the next request has begun (or aiohttp holds one)
-        else:
-            self._expect_idle(conn)
+        self._expect_idle(conn)
 
     def _expect_headers(self, conn: _Connection) -> None:
         _cancel(conn)
@@ -251,9 +248,16 @@ class Listener:
         conn.header_timer = loop.call_later(self._read_timeout, self._headers_late, conn)
 
     def _expect_idle(self, conn: _Connection) -> None:
-        """No request in progress: the connection may stay idle for ``IDLE_TIMEOUT``."""
-        if conn.protocol is not None and conn.protocol.pending:
-            return  # aiohttp's next request, or bytes of one here: timed when it starts
+        """No request in progress: the connection may stay idle for ``IDLE_TIMEOUT``; but
+        the bytes of a next request are timed as headers, and a request that aiohttp
+        already holds starts at once (its end sets the timer)."""
+        protocol = conn.protocol
+        if protocol is not None and protocol.outstanding:
+            _cancel(conn)
+            return
+        if protocol is not None and protocol.buffered:
+            self._expect_headers(conn)
+            return
         _cancel(conn)
         loop = asyncio.get_running_loop()
         conn.header_timer = loop.call_later(IDLE_TIMEOUT, self._idle_late, conn)

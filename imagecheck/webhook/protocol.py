@@ -157,9 +157,14 @@ class Connection(asyncio.Protocol):
         self._reading_paused = False  # by this layer, until the client reads
 
     @property
-    def pending(self) -> bool:
-        """Bytes of a request wait here, or aiohttp holds a framed request."""
-        return bool(self._buffer) or self._outstanding > 0
+    def buffered(self) -> bool:
+        """Bytes of a request wait here."""
+        return bool(self._buffer)
+
+    @property
+    def outstanding(self) -> int:
+        """Framed requests that aiohttp holds, not yet answered."""
+        return self._outstanding
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no subclass

@@ -29,6 +29,7 @@ from imagecheck.credentials import Keychain
 from imagecheck.reference import Reference
 from imagecheck.result import CheckResult, Status
 from imagecheck.retry import Deadline
+from imagecheck.webhook import listener as listener_module
 from imagecheck.webhook.listener import Listener, handler_options
 from imagecheck.webhook.server import ServeSettings, Webhook
 from tests.support.registry import free_port
@@ -350,3 +351,30 @@ async def _send_all(writer: asyncio.StreamWriter, requests: list[bytes]) -> None
     for request in requests:
         writer.write(request)
         await writer.drain()
+
+
+def test_idle_connections_are_closed_after_the_idle_timeout_and_busy_ones_never(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Answers by aiohttp and inline ones both count as activity: a connection that has one
+    every 0.2 s outlives a 0.5 s idle timeout, then is closed 0.5 s after its last."""
+    monkeypatch.setattr(listener_module, "IDLE_TIMEOUT", 0.5)
+
+    async def scenario(server: Served) -> tuple[list[bytes], bool, bool]:
+        await exchange(server.port, [post(review(FOUND[0]))], 1)  # cached
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        answers = []
+        for request in [GET_HEALTHZ, *(post(review(FOUND[0], uid=f"u{i}")) for i in range(5))]:
+            writer.write(request)
+            answers.append(masked(await read_answer(reader)))
+            await asyncio.sleep(0.2)
+        open_after_busy = not reader.at_eof()
+        closed = await asyncio.wait_for(reader.read(1), 2.0) == b""
+        writer.close()
+        return answers, open_after_busy, closed
+
+    inline, slow = both(scenario)
+    assert inline == slow
+    answers, open_after_busy, closed = inline
+    assert [b"ok" in answers[0]] + [f'"u{i}"'.encode() in a for i, a in enumerate(answers[1:])]
+    assert open_after_busy and closed
