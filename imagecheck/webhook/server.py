@@ -17,7 +17,6 @@ import logging
 import signal
 import ssl
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +27,8 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import ChainKeychain, Keychain
-from imagecheck.errors import ImagecheckError
+from imagecheck.credentials import Keychain
 from imagecheck.kube import InCluster, KubeClient
-from imagecheck.pullsecrets import PullSecretKeychain
 from imagecheck.render import explained
 from imagecheck.retry import Deadline
 from imagecheck.webhook.cache import Answers, ResultCache
@@ -41,6 +38,7 @@ from imagecheck.webhook.limits import (
     DEFAULT_READ_TIMEOUT,
 )
 from imagecheck.webhook.listener import Listener, handler_options
+from imagecheck.webhook.podsecrets import PodSecrets
 from imagecheck.webhook.review import (
     BadReview,
     Review,
@@ -85,56 +83,6 @@ class ServeSettings:
     read_timeout: float = DEFAULT_READ_TIMEOUT
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_images: int = DEFAULT_MAX_IMAGES
-
-
-class PodSecrets:
-    """The pull secrets a reviewed pod names, read through the API and kept for a minute (a
-    review per replica must not become an API call per replica). A secret that cannot be
-    read is logged and left out: the review then goes on with the webhook's own credentials.
-    """
-
-    TTL = 60.0
-    # Bounded (issue #10): keychains kept (least recently used dropped first), and secrets
-    # read per review (a pod may list any number; the kubelet rarely needs more than a few).
-    MAX_ENTRIES = 1000
-    MAX_SECRETS = 16
-
-    def __init__(self, kube: KubeClient, base: Keychain) -> None:
-        self._kube, self._base = kube, base
-        self._keychains: OrderedDict[tuple[str, tuple[str, ...]], tuple[float, Keychain | None]]
-        self._keychains = OrderedDict()
-
-    async def keychain(self, namespace: str, names: Sequence[str]) -> Keychain | None:
-        names = list(dict.fromkeys(names))[: self.MAX_SECRETS]
-        key = (namespace, tuple(names))
-        cached = self._keychains.get(key)
-        if cached is not None and cached[0] > time.monotonic():
-            self._keychains.move_to_end(key)
-            return cached[1]
-        texts = []
-        for name in names:
-            try:
-                text = await asyncio.to_thread(self._kube.pull_secret_json, name, namespace)
-            except ImagecheckError as exc:
-                log.warning(
-                    "pull secret not used",
-                    extra={"secret": f"{namespace}/{name}", "error": str(exc)},
-                )
-                continue
-            texts.append((text, f"secret {namespace}/{name}"))
-        chain: Keychain | None = None
-        if texts:
-            try:
-                pod = PullSecretKeychain.from_paths([], texts)
-            except ImagecheckError as exc:
-                log.warning("pull secrets not used", extra={"error": str(exc)})
-            else:
-                chain = ChainKeychain((pod, self._base))
-        self._keychains[key] = (time.monotonic() + self.TTL, chain)
-        self._keychains.move_to_end(key)
-        while len(self._keychains) > self.MAX_ENTRIES:
-            self._keychains.popitem(last=False)
-        return chain
 
 
 class Webhook:
