@@ -5,6 +5,11 @@ Why aiohttp: it takes our own ``ssl.SSLContext``, so a rotated certificate is lo
 live context (``load_cert_chain`` applies to the next handshake) without a restart, and it
 is one mature dependency for server and routing. Uvicorn builds its context from file names
 at start-up and has no way to swap it.
+
+A review whose answer needs no I/O (every image cached or invalid, or not a review at all)
+does not reach aiohttp: :meth:`Webhook.answer_now` answers it in the loop turn its bytes
+arrive (``protocol.py`` says why and when), with the metrics and log line of
+:meth:`Webhook.validate`.
 """
 
 from __future__ import annotations
