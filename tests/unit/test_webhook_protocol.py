@@ -32,6 +32,7 @@ from imagecheck.retry import Deadline
 from imagecheck.webhook import listener as listener_module
 from imagecheck.webhook.listener import Listener, handler_options
 from imagecheck.webhook.server import ServeSettings, Webhook
+from imagecheck.webhook.telemetry import JsonFormatter, lean_records
 from tests.support.registry import free_port
 
 FOUND = ("registry.test/app:1", "registry.test/app:2", "registry.test/db:1")
@@ -378,3 +379,40 @@ def test_idle_connections_are_closed_after_the_idle_timeout_and_busy_ones_never(
     answers, open_after_busy, closed = inline
     assert [b"ok" in answers[0]] + [f'"u{i}"'.encode() in a for i, a in enumerate(answers[1:])]
     assert open_after_busy and closed
+
+
+def test_lean_records_change_no_json_log_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve`` stops logging from finding callers, threads and processes: the JSON lines,
+    which hold none of them, are unchanged (an exception's traceback included)."""
+    formatter = JsonFormatter()
+    logger = logging.getLogger("imagecheck.webhook.test")
+
+    def lines() -> list[str]:
+        handler = _Kept()
+        logger.addHandler(handler)
+        try:
+            logger.warning("bad review", extra={"reason": "x", "status": 400})
+            try:
+                raise ValueError("boom")
+            except ValueError:
+                logger.exception("failed")
+        finally:
+            logger.removeHandler(handler)
+        for record in handler.records:
+            record.created, record.msecs = 0.0, 0.0
+        return [formatter.format(record) for record in handler.records]
+
+    before = lines()
+    for name in ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing"):
+        monkeypatch.setattr(logging, name, getattr(logging, name))
+    lean_records()
+    assert lines() == before
+
+
+class _Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
