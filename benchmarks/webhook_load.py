@@ -2,23 +2,27 @@
 cold one.
 
 Usage: ``python benchmarks/webhook_load.py [--reviews 5000] [--concurrency 50] [--images 100]
-[--profile FILE]``
+[--seconds 5] [--profile FILE]``
 
 A no-auth ``docker-registry`` (Distribution) on 127.0.0.1, seeded with ``--images`` distinct
 OCI images (:func:`tests.support.images.seed_many`); ``imagecheck serve`` as a subprocess
 over TLS (a throw-away trustme CA), ``--cache-ttl 5m --missing-ttl 5m`` so that nothing expires
-during the run. The client: ``--concurrency`` workers in this process, each with one TLS
-keep-alive connection, sending reviews back to back as raw HTTP/1.1 (built beforehand: a client
-library costs more CPU per review than the server, and the two share the machine).
+during the run. Two clients, each with ``--concurrency`` TLS keep-alive connections sending
+reviews back to back: the *checking* client, workers in this process sending raw HTTP/1.1
+(built beforehand: a client library costs more CPU per review than the server), checks every
+answer; then the *timed* client, ``wrk`` (``benchmarks/_wrk.py``), a C process of its own,
+sends the same reviews for ``--seconds``: its figures are the target's, because the Python
+client shares the two cores with the server and measures in its own busy loop.
 ``--profile FILE``: the warm phase's server runs under cProfile (its figures are then not the
 target's).
 
 Phases:
 
 1. **warm**: one review of every image fills the cache; then ``--reviews`` Deployment reviews
-   of three found images each. Each review's latency is ``time.perf_counter()`` around the
-   POST (TLS is set up once per connection; the connections are opened by the warm-up);
-   throughput is reviews over the wall time of the phase. Targets (issue #14): p99 <= 20 ms
+   of three found images each from the checking client (latency: ``time.perf_counter()``
+   around the POST; TLS is set up once per connection, before the clock starts), then the
+   same reviews from wrk for ``--seconds`` (its HdrHistogram percentiles; throughput is its
+   reviews over its duration). Targets (issue #14): p99 <= 20 ms
    and >= 2,000 reviews/s at 50 concurrent reviews on 2 cores. The registry must see no
    manifest request in this phase.
 2. **cold**: a new server process (an empty cache), then ``--reviews`` reviews over the seeded
@@ -28,8 +32,9 @@ Phases:
    the server (``imagecheck_registry_requests_total{kind="manifest"}`` in ``/metrics``).
 
 Every answer is checked (HTTP 200, the uid echoed, refused with 403 exactly when an image is
-missing). Exit 1: a wrong answer or a request count that is off. Exit 2: ``docker-registry``
-missing, or the registry or the server cannot start. Otherwise 0, the targets met or not.
+missing; wrk: any answer not 2xx/3xx, any socket error). Exit 1: a wrong answer or a request
+count that is off. Exit 2: ``docker-registry`` or ``wrk`` missing, or the registry or the
+server cannot start. Otherwise 0, the targets met or not.
 """
 
 from __future__ import annotations
@@ -60,6 +65,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.images import seed_many
 from tests.support.registry import LocalRegistry, find_registry_binary
+
+if not __package__:  # run as `python benchmarks/webhook_load.py`: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._wrk import WrkError, WrkRun, find_wrk, run_wrk
 
 P99_TARGET_MS = 20.0  # issue #14: warm cache, 50 concurrent reviews, 2 cores
 RATE_TARGET = 2000.0  # reviews/s, the same
@@ -206,6 +215,7 @@ def deployment_review(images: Sequence[str]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Planned:
     request: bytes  # the whole POST
+    body: bytes
     uid: str
     allowed: bool
 
@@ -214,11 +224,12 @@ def plan(image_sets: Sequence[Sequence[str]], present: frozenset[str]) -> list[P
     planned = []
     for images in image_sets:
         review = deployment_review(images)
-        uid = review["request"]["uid"]
+        body = json.dumps(review).encode()
         planned.append(
             Planned(
-                post(b"/validate", json.dumps(review).encode()),
-                uid,
+                post(b"/validate", body),
+                body,
+                review["request"]["uid"],
                 all(i in present for i in images),
             )
         )
@@ -398,15 +409,21 @@ def start_server(setup: Setup, name: str, profile: Path | None = None) -> Server
 
 @dataclass(frozen=True)
 class Warm:
-    phase: Phase  # ``concurrency`` at once
+    phase: Phase  # ``concurrency`` at once, the Python client: every answer checked
+    wrk: WrkRun  # the same reviews, ``concurrency`` connections, from wrk: the timed figures
+    wrk_server_cpu: float | None  # the server's CPU during the wrk pass
     sequential: Phase  # one at a time: the service time, without queueing
     manifests: int  # manifest requests the registry saw in both
     handler_ms: float  # mean time in the server's review handler, loaded (its own histogram)
 
 
-def warm_phase(setup: Setup, reviews: int, concurrency: int, profile: Path | None = None) -> Warm:
-    """Latency over a warm cache, loaded and one at a time (the server under cProfile, its
-    statistics written to ``profile``, when given: the figures are then not the target's)."""
+def warm_phase(
+    setup: Setup, reviews: int, concurrency: int, seconds: int, profile: Path | None = None
+) -> Warm:
+    """Latency over a warm cache: loaded from this process (every answer checked), loaded
+    from wrk for ``seconds`` (the timed figures), and one at a time (the server under
+    cProfile, its statistics written to ``profile``, when given: the figures are then not
+    the target's)."""
     server = start_server(setup, "warm", profile)
     try:
         present = frozenset(setup.present)
@@ -421,15 +438,44 @@ def warm_phase(setup: Setup, reviews: int, concurrency: int, profile: Path | Non
         window = ManifestWindow(setup.registry)
         window.open()
         before = server_samples(server.url, setup.verify)
-        loaded = asyncio.run(send_all(server, setup.verify, reviews_of(reviews), concurrency))
+        planned = reviews_of(reviews)
+        loaded = asyncio.run(send_all(server, setup.verify, planned, concurrency))
         after = server_samples(server.url, setup.verify)
         handler = (after["review_seconds"] - before["review_seconds"]) / (
             after["reviews"] - before["reviews"]
         )
+        cpu = process_cpu_seconds(server.process.pid)
+        timed = wrk_pass(server, setup, planned, concurrency, seconds)
+        cpu_end = process_cpu_seconds(server.process.pid)
+        wrk_cpu = None if cpu is None or cpu_end is None else cpu_end - cpu
         sequential = asyncio.run(send_all(server, setup.verify, reviews_of(SEQUENTIAL), 1))
-        return Warm(loaded, sequential, window.close(), handler * 1000)
+        return Warm(loaded, timed, wrk_cpu, sequential, window.close(), handler * 1000)
     finally:
         stop(server)
+
+
+def wrk_pass(
+    server: Server, setup: Setup, planned: Sequence[Planned], concurrency: int, seconds: int
+) -> WrkRun:
+    """The reviews the Python client has just had answered right, again from wrk (they are
+    all allowed: wrk counts any answer that is not 2xx/3xx, and any socket error)."""
+    try:
+        timed = run_wrk(
+            server.url,
+            [item.body for item in planned],
+            setup.workdir,
+            connections=concurrency,
+            seconds=seconds,
+        )
+    except WrkError as exc:
+        raise BenchmarkError(str(exc), EXIT_UNAVAILABLE) from None
+    if timed.status_errors or timed.socket_errors:
+        raise BenchmarkError(
+            f"wrk: {timed.status_errors} answer(s) not 2xx/3xx, {timed.socket_errors} socket "
+            f"error(s) in {timed.requests} reviews",
+            EXIT_WRONG,
+        )
+    return timed
 
 
 @dataclass(frozen=True)
@@ -512,31 +558,37 @@ def verdict(met: bool) -> str:
 
 
 def report(concurrency: int, warm_figures: Warm, cold: Cold, load_before: str) -> bool:
-    warm, one = warm_figures.phase, warm_figures.sequential
-    p50, p99 = warm.percentile(50), warm.percentile(99)
-    rate = warm.throughput
-    capacity = (
-        f"{len(warm.latencies_ms) / warm.server_cpu:.0f} reviews/s a core"
-        if warm.server_cpu
-        else "n/a"
-    )
-    print(f"imagecheck serve under load: {len(warm.latencies_ms)} reviews, {concurrency} at "
-          f"once, {IMAGES_PER_REVIEW} images each, HTTP/1.1 keep-alive over TLS")  # fmt: skip
+    warm, timed, one = warm_figures.phase, warm_figures.wrk, warm_figures.sequential
+    p99 = timed.p99_ms
+    rate = timed.throughput
+    print(f"imagecheck serve under load: {concurrency} reviews at once, {IMAGES_PER_REVIEW} "
+          "images each, HTTP/1.1 keep-alive over TLS")  # fmt: skip
     print(f"machine: {load_before}")
-    print("client: raw HTTP/1.1 over asyncio TLS in this process, on the same machine")
+    print("timed client: wrk (-t 1, its own process); checking client: raw HTTP/1.1 over "
+          "asyncio TLS in this process")  # fmt: skip
     print()
-    print("warm cache (every image cached)")
-    print(f"  latency p50            {p50:8.1f} ms")
+    print(f"warm cache (every image cached), wrk: {timed.requests} reviews in "
+          f"{timed.seconds:.1f} s")  # fmt: skip
+    print(f"  latency p50 / p90      {timed.p50_ms:8.1f} / {timed.p90_ms:.1f} ms")
     print(f"  latency p99            {p99:8.1f} ms   target <= {P99_TARGET_MS:g} ms: "
           f"{verdict(p99 <= P99_TARGET_MS)}")  # fmt: skip
-    print(f"  latency max            {max(warm.latencies_ms):8.1f} ms")
+    print(f"  latency max            {timed.max_ms:8.1f} ms")
     print(f"  throughput             {rate:8.0f} reviews/s   target >= {RATE_TARGET:g}: "
           f"{verdict(rate >= RATE_TARGET)}")  # fmt: skip
-    print(f"  server CPU per review  {warm.cpu_ms_per_review(warm.server_cpu):>11}   "
-          f"({capacity})")  # fmt: skip
+    per_review = "n/a"
+    if warm_figures.wrk_server_cpu is not None:
+        per_review = f"{warm_figures.wrk_server_cpu / timed.requests * 1000:.2f} ms"
+    print(f"  server CPU per review  {per_review:>11}")
+    print(f"  wrk CPU per review     {timed.cpu_seconds / timed.requests * 1000:8.2f} ms")
+    print()
+    print(f"warm cache, the Python client (every answer checked): {len(warm.latencies_ms)} "
+          "reviews")  # fmt: skip
+    print(f"  latency p50 / p99      {warm.percentile(50):8.1f} / {warm.percentile(99):.1f} ms")
+    print(f"  throughput             {warm.throughput:8.0f} reviews/s")
+    print(f"  server CPU per review  {warm.cpu_ms_per_review(warm.server_cpu):>11}")
+    print(f"  client CPU per review  {warm.cpu_ms_per_review(warm.client_cpu):>11}")
     print(f"  server handler time    {warm_figures.handler_ms:8.2f} ms   (mean, its own histogram: "
           "body read to answer)")  # fmt: skip
-    print(f"  client CPU per review  {warm.cpu_ms_per_review(warm.client_cpu):>11}")
     print(f"  one at a time p50/p99  {one.percentile(50):8.1f} / {one.percentile(99):.1f} ms "
           f"({len(one.latencies_ms)} reviews, no queueing)")  # fmt: skip
     print(f"  manifest requests      {warm_figures.manifests:8d}      expected 0")
@@ -561,6 +613,10 @@ def run(args: argparse.Namespace) -> int:
         raise BenchmarkError(
             "docker-registry not found (apt-get install docker-registry)", EXIT_UNAVAILABLE
         )
+    if find_wrk() is None:
+        raise BenchmarkError(
+            "wrk not found (scripts/system-deps.sh, or apt-get install wrk)", EXIT_UNAVAILABLE
+        )
     load_before = machine()
     with tempfile.TemporaryDirectory(prefix="imagecheck-bench-webhook-") as tmp:
         workdir = Path(tmp)
@@ -576,7 +632,7 @@ def run(args: argparse.Namespace) -> int:
             verify = ssl.create_default_context(cafile=str(tls.ca))
             setup = Setup(workdir, registry, tls, verify, present, absent)
             progress(f"warm: {args.reviews} reviews, {args.concurrency} at once")
-            warm = warm_phase(setup, args.reviews, args.concurrency, args.profile)
+            warm = warm_phase(setup, args.reviews, args.concurrency, args.seconds, args.profile)
             progress(f"cold: {args.reviews} reviews over {len(present) + len(absent)} images")
             cold = cold_phase(setup, args.reviews, args.concurrency)
         finally:
@@ -589,6 +645,7 @@ def main() -> None:
     parser.add_argument("--reviews", type=int, default=5000, help="reviews per phase (5000)")
     parser.add_argument("--concurrency", type=int, default=50, help="reviews at once (50)")
     parser.add_argument("--images", type=int, default=100, help="distinct images pushed (100)")
+    parser.add_argument("--seconds", type=int, default=5, help="wrk's timed pass, seconds (5)")
     parser.add_argument(
         "--profile",
         type=Path,

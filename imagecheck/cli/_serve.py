@@ -183,6 +183,7 @@ def serve(
         max_images=max_images_per_review,
     )
     setup_json_logging(telemetry.JsonFormatter(), settings.verbose)
+    telemetry.lean_records()
     keychain = run.keychain(**settings.sources(read_credentials(settings)))
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:

@@ -119,6 +119,27 @@ class ResultCache:
         results.update(answered)
         return Answers({image: results[image] for image in checked if image in results}, unchecked)
 
+    def answers_now(self, images: Sequence[str], credentials: Hashable = None) -> Answers | None:
+        """:meth:`results` of ``images`` when none needs a registry (each invalid or cached:
+        a warm webhook's review), counted as :meth:`results` counts them; else None, and
+        nothing counted (the review then goes to :meth:`results`)."""
+        answered: dict[str, CheckResult] = {}
+        hits = 0
+        for image in images[: self._max_images]:
+            ref = self._reference(image)
+            if isinstance(ref, str):
+                answered[image] = CheckResult(image, None, Status.INVALID, message=ref)
+                continue
+            cached = self._cached((ref, credentials), image)
+            if cached is None:
+                return None
+            answered[image], hits = cached, hits + 1
+        for _ in range(hits):
+            self._on_lookup(True)
+        over = images[self._max_images :]
+        unchecked = dict.fromkeys(over, OVER_LIMIT.format(len(images), self._max_images))
+        return Answers(answered, unchecked)
+
     def _early(self, image: str, credentials: Hashable) -> CheckResult | None:
         """The answer for ``image`` without asking a registry: invalid, or cached."""
         ref = self._reference(image)

@@ -13,7 +13,9 @@ own ``RequestHandler``:
   handshake, for a connection's first request); the server reads the body under the same
   limit (``server.py``);
 - an idle keep-alive connection is closed after ``IDLE_TIMEOUT``, longer than the API
-  server's own idle timeout (90 s) so that it is the client that closes it;
+  server's own idle timeout (90 s) so that it is the client that closes it. The listener
+  times it, not aiohttp: aiohttp never sees the reviews answered inline (``protocol.py``),
+  so its keep-alive timer would close a busy connection;
 - at most ``max_connections`` are open. One more closes the oldest connection that has no
   request in progress, preferring one that never completed a request, so that a probe or
   the API server still gets in while slow clients hold the rest; when every connection has
@@ -34,6 +36,8 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_server import Server
 
+from imagecheck.webhook.protocol import AnswerNow, Connection
+
 log = logging.getLogger("imagecheck.webhook")
 
 IDLE_TIMEOUT = 120.0
@@ -50,12 +54,16 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def handler_options() -> dict[str, Any]:
-    """``web.AppRunner`` keyword arguments for the ``RequestHandler`` of each connection."""
+    """``web.AppRunner`` keyword arguments for the ``RequestHandler`` of each connection
+    (its keep-alive timer never fires: the listener closes idle connections)."""
     return {
         "access_log": None,
-        "keepalive_timeout": IDLE_TIMEOUT,
+        "keepalive_timeout": NEVER,
         "lingering_time": LINGER,
     }
+
+
+NEVER = 10.0 * 365 * 24 * 3600
 
 
 @dataclass(eq=False)
@@ -64,10 +72,12 @@ class _Connection:
 
     handshake: asyncio.Task[None] | None = None
     transport: asyncio.Transport | None = None
+    protocol: Connection | None = None
     busy: bool = False  # a request is in progress
     served: bool = False  # a request was completed
     data_while_busy: bool = False  # bytes of a next request came in during this one
     header_timer: asyncio.TimerHandle | None = None
+    idle: bool = False  # header_timer is the idle timer
 
 
 class Listener:
@@ -84,11 +94,13 @@ class Listener:
         max_connections: int,
         read_timeout: float,
         on_close: Callable[[str], None] = lambda reason: None,
+        answer_now: AnswerNow = lambda body: None,
     ) -> None:
         self._ssl = ssl_context
         self._max = max(1, max_connections)
         self._read_timeout = read_timeout
         self._on_close = on_close
+        self._answer_now = answer_now
         # Every open connection, oldest first (dicts keep insertion order).
         self._open: dict[_Connection, None] = {}
         # aiohttp's handler of a connection -> the connection (``request.protocol`` is the key).
@@ -135,13 +147,26 @@ class Listener:
             return await handler(request)
         conn.busy = True
         _cancel(conn)
+        sent = False
         try:
-            return await handler(request)
+            try:
+                response = await handler(request)
+            except web.HTTPException as exc:  # 404, 405: an answer too
+                sent = await _send(request, exc)
+                raise
+            # Written here, not after the middleware: then the connection's next answer,
+            # which may be written inline (protocol.py), follows it on the wire.
+            sent = await _send(request, response)
+            return response
         finally:
             conn.busy, conn.served = False, True
+            if conn.protocol is not None:
+                conn.protocol.answered_by_aiohttp(sent)
             if conn.data_while_busy:  # a pipelined request has begun: its headers are timed
                 conn.data_while_busy = False
                 self._expect_headers(conn)
+            else:
+                self._expect_idle(conn)
 
     # -- accepting ------------------------------------------------------------------------
 
@@ -189,7 +214,9 @@ class Listener:
                 "ssl_shutdown_timeout": TLS_SHUTDOWN_TIMEOUT,
             }
         try:
-            await loop.connect_accepted_socket(lambda: _Protocol(self, conn), client, **tls)
+            await loop.connect_accepted_socket(
+                lambda: Connection(self, conn, self._answer_now), client, **tls
+            )
         except OSError:  # a failed, reset or timed-out handshake; asyncio closed the socket
             pass
         finally:
@@ -199,26 +226,56 @@ class Listener:
 
     # -- per connection -------------------------------------------------------------------
 
-    def _connected(self, conn: _Connection, handler: RequestHandler, transport: Any) -> None:
-        conn.transport = transport
-        self._by_handler[handler] = conn
+    def _connected(self, conn: _Connection, protocol: Connection, transport: Any) -> None:
+        conn.transport, conn.protocol = transport, protocol
+        self._by_handler[protocol.handler] = conn
         self._expect_headers(conn)
 
     def _received(self, conn: _Connection) -> None:
         if conn.busy:
             conn.data_while_busy = True
-        elif conn.header_timer is None:
+        elif conn.header_timer is None or conn.idle:
             self._expect_headers(conn)
+
+    def _answered(self, conn: _Connection) -> None:
+        """A review was answered inline (protocol.py)."""
+        conn.served = True
+        self._expect_idle(conn)
 
     def _expect_headers(self, conn: _Connection) -> None:
         _cancel(conn)
         loop = asyncio.get_running_loop()
         conn.header_timer = loop.call_later(self._read_timeout, self._headers_late, conn)
 
+    def _expect_idle(self, conn: _Connection) -> None:
+        """No request in progress: the connection may stay idle for ``IDLE_TIMEOUT``; but
+        the bytes of a next request are timed as headers, and a request that aiohttp
+        already holds starts at once (its end sets the timer)."""
+        protocol = conn.protocol
+        if protocol is not None and protocol.outstanding:
+            _cancel(conn)
+            return
+        if protocol is not None and protocol.buffered:
+            self._expect_headers(conn)
+            return
+        _cancel(conn)
+        loop = asyncio.get_running_loop()
+        conn.header_timer = loop.call_later(IDLE_TIMEOUT, self._idle_late, conn)
+        conn.idle = True
+
     def _headers_late(self, conn: _Connection) -> None:
         conn.header_timer = None
-        if not conn.busy:
-            self._close(conn, "header_timeout")
+        if conn.busy:
+            return
+        if conn.protocol is not None and conn.protocol.hand_over_body():
+            return  # a framed head whose body trickles: aiohttp's body timeout answers it
+        self._close(conn, "header_timeout")
+
+    def _idle_late(self, conn: _Connection) -> None:
+        conn.header_timer, conn.idle = None, False
+        if not conn.busy and conn.transport is not None:
+            self._forget(conn)
+            conn.transport.close()
 
     def _close(self, conn: _Connection, reason: str | None) -> None:
         if conn not in self._open:
@@ -246,34 +303,15 @@ def _cancel(conn: _Connection) -> None:
     if conn.header_timer is not None:
         conn.header_timer.cancel()
         conn.header_timer = None
+    conn.idle = False
 
 
-class _Protocol(asyncio.Protocol):
-    """aiohttp's ``RequestHandler`` for one connection, with the listener told when the
-    connection opens, receives bytes and closes."""
-
-    def __init__(self, listener: Listener, conn: _Connection) -> None:
-        self._listener = listener
-        self._conn = conn
-        self._handler = listener._new_handler()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._listener._connected(self._conn, self._handler, transport)
-        self._handler.connection_made(transport)
-
-    def data_received(self, data: bytes) -> None:
-        self._listener._received(self._conn)
-        self._handler.data_received(data)
-
-    def eof_received(self) -> None:
-        self._handler.eof_received()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._listener._forget(self._conn, self._handler)
-        self._handler.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        self._handler.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._handler.resume_writing()
+async def _send(request: web.Request, response: web.StreamResponse) -> bool:
+    """Write ``response`` whole (aiohttp's own ``prepare``/``write_eof`` after the middleware
+    then do nothing); False when the client has gone."""
+    try:
+        await response.prepare(request)
+        await response.write_eof()
+    except ConnectionError:
+        return False
+    return True

@@ -5,6 +5,11 @@ Why aiohttp: it takes our own ``ssl.SSLContext``, so a rotated certificate is lo
 live context (``load_cert_chain`` applies to the next handshake) without a restart, and it
 is one mature dependency for server and routing. Uvicorn builds its context from file names
 at start-up and has no way to swap it.
+
+A review whose answer needs no I/O (every image cached or invalid, or not a review at all)
+does not reach aiohttp: :meth:`Webhook.answer_now` answers it in the loop turn its bytes
+arrive (``protocol.py`` says why and when), with the metrics and log line of
+:meth:`Webhook.validate`.
 """
 
 from __future__ import annotations
@@ -12,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import logging
 import signal
 import ssl
 import time
-from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,19 +32,18 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import ChainKeychain, Keychain
-from imagecheck.errors import ImagecheckError
+from imagecheck.credentials import Keychain
 from imagecheck.kube import InCluster, KubeClient
-from imagecheck.pullsecrets import PullSecretKeychain
 from imagecheck.render import explained
 from imagecheck.retry import Deadline
-from imagecheck.webhook.cache import ResultCache
+from imagecheck.webhook.cache import Answers, ResultCache
 from imagecheck.webhook.limits import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_IMAGES,
     DEFAULT_READ_TIMEOUT,
 )
 from imagecheck.webhook.listener import Listener, handler_options
+from imagecheck.webhook.podsecrets import PodSecrets
 from imagecheck.webhook.review import (
     BadReview,
     Review,
@@ -86,56 +90,6 @@ class ServeSettings:
     max_images: int = DEFAULT_MAX_IMAGES
 
 
-class PodSecrets:
-    """The pull secrets a reviewed pod names, read through the API and kept for a minute (a
-    review per replica must not become an API call per replica). A secret that cannot be
-    read is logged and left out: the review then goes on with the webhook's own credentials.
-    """
-
-    TTL = 60.0
-    # Bounded (issue #10): keychains kept (least recently used dropped first), and secrets
-    # read per review (a pod may list any number; the kubelet rarely needs more than a few).
-    MAX_ENTRIES = 1000
-    MAX_SECRETS = 16
-
-    def __init__(self, kube: KubeClient, base: Keychain) -> None:
-        self._kube, self._base = kube, base
-        self._keychains: OrderedDict[tuple[str, tuple[str, ...]], tuple[float, Keychain | None]]
-        self._keychains = OrderedDict()
-
-    async def keychain(self, namespace: str, names: Sequence[str]) -> Keychain | None:
-        names = list(dict.fromkeys(names))[: self.MAX_SECRETS]
-        key = (namespace, tuple(names))
-        cached = self._keychains.get(key)
-        if cached is not None and cached[0] > time.monotonic():
-            self._keychains.move_to_end(key)
-            return cached[1]
-        texts = []
-        for name in names:
-            try:
-                text = await asyncio.to_thread(self._kube.pull_secret_json, name, namespace)
-            except ImagecheckError as exc:
-                log.warning(
-                    "pull secret not used",
-                    extra={"secret": f"{namespace}/{name}", "error": str(exc)},
-                )
-                continue
-            texts.append((text, f"secret {namespace}/{name}"))
-        chain: Keychain | None = None
-        if texts:
-            try:
-                pod = PullSecretKeychain.from_paths([], texts)
-            except ImagecheckError as exc:
-                log.warning("pull secrets not used", extra={"error": str(exc)})
-            else:
-                chain = ChainKeychain((pod, self._base))
-        self._keychains[key] = (time.monotonic() + self.TTL, chain)
-        self._keychains.move_to_end(key)
-        while len(self._keychains) > self.MAX_ENTRIES:
-            self._keychains.popitem(last=False)
-        return chain
-
-
 class Webhook:
     """The application state: one checker, one cache, the metrics, readiness."""
 
@@ -179,14 +133,43 @@ class Webhook:
         try:
             review = await self._read_review(request, deadline)
         except _Unreadable as exc:
-            self.metrics.count(self.metrics.reviews, "bad_request")
-            log.warning("bad review", extra={"reason": exc.reason, "status": exc.status})
-            if exc.status == 408:
-                self.metrics.connections_closed.labels("body_timeout").inc()
-            return web.json_response({"error": exc.reason}, status=exc.status)
+            return web.json_response(self._refused(exc), status=exc.status)
         keychain, credentials = await self._pod_keychain(review, deadline)
         images = distinct_images(review)
         answers = await self.cache.results(images, deadline, keychain, credentials)
+        return web.json_response(self._answer(review, images, answers, started))
+
+    def answer_now(self, body: bytes) -> tuple[int, bytes] | None:
+        """The HTTP status and JSON body :meth:`validate` would answer for a request with
+        ``body``, with the same metrics and log line, when that needs no I/O (no pull
+        secrets to read, every image invalid or cached); else None. Called by the listener
+        in the loop turn the request arrived (``protocol.py``)."""
+        started = time.monotonic()
+        try:
+            review = self._parse(body)
+        except RecursionError:  # pruned in a thread: validate() does that
+            return None
+        except _Unreadable as exc:
+            return exc.status, json.dumps(self._refused(exc)).encode()
+        if self.pod_secrets is not None and review.pull_secrets:
+            return None
+        images = distinct_images(review)
+        answers = self.cache.answers_now(images)
+        if answers is None:
+            return None
+        return 200, json.dumps(self._answer(review, images, answers, started)).encode()
+
+    def _refused(self, exc: _Unreadable) -> dict[str, Any]:
+        self.metrics.count(self.metrics.reviews, "bad_request")
+        log.warning("bad review", extra={"reason": exc.reason, "status": exc.status})
+        if exc.status == 408:
+            self.metrics.connections_closed.labels("body_timeout").inc()
+        return {"error": exc.reason}
+
+    def _answer(
+        self, review: Review, images: Sequence[str], answers: Answers, started: float
+    ) -> dict[str, Any]:
+        """The AdmissionReview answered, counted and logged."""
         verdict = decide(
             review,
             {image: explained(result) for image, result in answers.results.items()},
@@ -213,7 +196,7 @@ class Webhook:
                 "elapsed_ms": round(elapsed * 1000, 1),
             },
         )
-        return web.json_response(response(review.uid, verdict))
+        return response(review.uid, verdict)
 
     async def _read_review(self, request: web.Request, deadline: Deadline) -> Review:
         """The review in the body, read within the read timeout (and the review deadline).
@@ -232,15 +215,20 @@ class Webhook:
             async with asyncio.timeout_at(read_by):
                 body = await _read_body(request, MAX_REVIEW_BYTES)
             try:
-                data = load_json(body)
+                return self._parse(body)
             except RecursionError:  # deeper than Python's parser goes: prune, in a thread
-                data = await asyncio.to_thread(load_json_pruned, body)
+                return await asyncio.to_thread(self._parse, body, load_json_pruned)
         except TimeoutError:
             raise _Unreadable(408, f"request body not received within {budget:.1f}s") from None
-        except ValueError:  # JSONDecodeError, UnicodeDecodeError
-            raise _Unreadable(400, "body is not JSON") from None
         finally:
             self._reading.release()
+
+    def _parse(self, body: bytes, load: Callable[[bytes], Any] = load_json) -> Review:
+        """The review in ``body``; ``RecursionError`` when it nests too deeply for ``load``."""
+        try:
+            data = load(body)
+        except ValueError:  # JSONDecodeError, UnicodeDecodeError
+            raise _Unreadable(400, "body is not JSON") from None
         try:
             return parse_review(data, secrets=self.pod_secrets is not None)
         except BadReview as exc:
@@ -317,6 +305,7 @@ async def serve(settings: ServeSettings, options: ClientOptions, keychain: Keych
             max_connections=settings.max_connections,
             read_timeout=settings.read_timeout,
             on_close=lambda reason: webhook.metrics.connections_closed.labels(reason).inc(),
+            answer_now=webhook.answer_now,
         )
         webhook.metrics.connections.set_function(lambda: listener.open_connections)
         runner = web.AppRunner(

@@ -21,7 +21,7 @@ from imagecheck.reference import parse_reference
 from imagecheck.result import Status
 from imagecheck.retry import Deadline, RetryPolicy
 from imagecheck.tokens import Token
-from imagecheck.webhook.server import PodSecrets
+from imagecheck.webhook.podsecrets import PodSecrets
 
 
 def key(i: int) -> TokenKey:
