@@ -68,6 +68,7 @@ from tests.support.registry import LocalRegistry, find_registry_binary
 
 if not __package__:  # run as `python benchmarks/webhook_load.py`: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._openloop import MAX_LAG_P99_MS, OpenLoopRun, open_loop, process_cpu_seconds
 from benchmarks._wrk import WrkError, WrkRun, find_wrk, run_wrk
 
 P99_TARGET_MS = 20.0  # issue #14: warm cache, 50 concurrent reviews, 2 cores
@@ -250,16 +251,6 @@ def wrong_answer(item: Planned, status: int, body: bytes) -> str | None:
     return None
 
 
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a process, from ``/proc/PID/stat`` (Linux; else None)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
-    except OSError:
-        return None
-    fields = stat.rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @dataclass(frozen=True)
 class Phase:
     latencies_ms: list[float]
@@ -412,14 +403,16 @@ class Warm:
     phase: Phase  # ``concurrency`` at once, the Python client: every answer checked
     wrk: WrkRun  # the same reviews, ``concurrency`` connections, from wrk: the timed figures
     wrk_server_cpu: float | None  # the server's CPU during the wrk pass
+    open: OpenLoopRun  # the same reviews offered at ``--rate``: latency at the target's load
     sequential: Phase  # one at a time: the service time, without queueing
     manifests: int  # manifest requests the registry saw in both
     handler_ms: float  # mean time in the server's review handler, loaded (its own histogram)
 
 
 def warm_phase(
-    setup: Setup, reviews: int, concurrency: int, seconds: int, profile: Path | None = None
-) -> Warm:
+    setup: Setup, reviews: int, concurrency: int, seconds: int, rate: float,
+    profile: Path | None = None,
+) -> Warm:  # fmt: skip
     """Latency over a warm cache: loaded from this process (every answer checked), loaded
     from wrk for ``seconds`` (the timed figures), and one at a time (the server under
     cProfile, its statistics written to ``profile``, when given: the figures are then not
@@ -448,8 +441,9 @@ def warm_phase(
         timed = wrk_pass(server, setup, planned, concurrency, seconds)
         cpu_end = process_cpu_seconds(server.process.pid)
         wrk_cpu = None if cpu is None or cpu_end is None else cpu_end - cpu
+        offered = open_pass(server, setup, planned, concurrency, seconds, rate)
         sequential = asyncio.run(send_all(server, setup.verify, reviews_of(SEQUENTIAL), 1))
-        return Warm(loaded, timed, wrk_cpu, sequential, window.close(), handler * 1000)
+        return Warm(loaded, timed, wrk_cpu, offered, sequential, window.close(), handler * 1000)
     finally:
         stop(server)
 
@@ -476,6 +470,25 @@ def wrk_pass(
             EXIT_WRONG,
         )
     return timed
+
+
+def open_pass(
+    server: Server, setup: Setup, planned: Sequence[Planned], concurrency: int, seconds: int,
+    rate: float,
+) -> OpenLoopRun:  # fmt: skip
+    """The same reviews offered at ``rate`` for ``seconds`` over ``concurrency`` connections,
+    from a process of its own (``_openloop.py``); every answer checked."""
+    offered = open_loop(
+        server.port, setup.tls.ca, [item.request for item in planned],
+        [item.uid for item in planned], rate=rate, seconds=seconds, connections=concurrency,
+        server_pid=server.process.pid,
+    )  # fmt: skip
+    if offered.wrong_count:
+        raise BenchmarkError(
+            f"open loop: {offered.wrong_count} wrong answer(s); first: {offered.wrong[0]}",
+            EXIT_WRONG,
+        )
+    return offered
 
 
 @dataclass(frozen=True)
@@ -557,6 +570,35 @@ def verdict(met: bool) -> str:
     return "PASS" if met else "MISS"
 
 
+def report_open(run: OpenLoopRun, concurrency: int) -> None:
+    """The open-loop pass: latency at a stated load, from each review's intended send time."""
+    print(f"warm cache, open loop: {run.rate:g} reviews/s offered over {concurrency} "
+          f"connections, {len(run.latencies_ms)} reviews (latency from each one's send time as "
+          "scheduled)")  # fmt: skip
+    print(f"  latency p50 / p90      {run.latency(50):8.1f} / {run.latency(90):.1f} ms")
+    p99, rate = run.latency(99), run.achieved
+    print(f"  latency p99            {p99:8.1f} ms   target <= {P99_TARGET_MS:g} ms: "
+          f"{verdict(p99 <= P99_TARGET_MS)}")  # fmt: skip
+    print(f"  latency max            {max(run.latencies_ms):8.1f} ms")
+    print(f"  achieved               {rate:8.0f} reviews/s   target >= {RATE_TARGET:g}: "
+          f"{verdict(rate >= RATE_TARGET)}")  # fmt: skip
+    lag = f"{run.percentile(run.lag_ms, 99):.2f} / {max(run.lag_ms):.1f} ms"
+    print(f"  client offered         {run.offered:8.0f} reviews/s   lag p99 / max {lag}")
+    if not run.kept_schedule:
+        print("  ! the client did not keep the schedule (lag p99 over "
+              f"{MAX_LAG_P99_MS:g} ms, or offered under 99 %): these figures are not the "
+              "server's alone")  # fmt: skip
+    both = p99 <= P99_TARGET_MS and rate >= RATE_TARGET and run.kept_schedule
+    print(f"  p99 <= {P99_TARGET_MS:g} ms at >= {RATE_TARGET:g}/s    {verdict(both)}")
+    cpu = (
+        "n/a"
+        if run.server_cpu is None
+        else f"{run.server_cpu / len(run.latencies_ms) * 1000:.2f} ms"
+    )
+    print(f"  server CPU per review  {cpu:>11}")
+    print(f"  client CPU per review  {run.client_cpu / len(run.latencies_ms) * 1000:8.2f} ms")
+
+
 def report(concurrency: int, warm_figures: Warm, cold: Cold, load_before: str) -> bool:
     warm, timed, one = warm_figures.phase, warm_figures.wrk, warm_figures.sequential
     p99 = timed.p99_ms
@@ -580,6 +622,8 @@ def report(concurrency: int, warm_figures: Warm, cold: Cold, load_before: str) -
         per_review = f"{warm_figures.wrk_server_cpu / timed.requests * 1000:.2f} ms"
     print(f"  server CPU per review  {per_review:>11}")
     print(f"  wrk CPU per review     {timed.cpu_seconds / timed.requests * 1000:8.2f} ms")
+    print()
+    report_open(warm_figures.open, concurrency)
     print()
     print(f"warm cache, the Python client (every answer checked): {len(warm.latencies_ms)} "
           "reviews")  # fmt: skip
@@ -632,7 +676,9 @@ def run(args: argparse.Namespace) -> int:
             verify = ssl.create_default_context(cafile=str(tls.ca))
             setup = Setup(workdir, registry, tls, verify, present, absent)
             progress(f"warm: {args.reviews} reviews, {args.concurrency} at once")
-            warm = warm_phase(setup, args.reviews, args.concurrency, args.seconds, args.profile)
+            warm = warm_phase(
+                setup, args.reviews, args.concurrency, args.seconds, args.rate, args.profile
+            )
             progress(f"cold: {args.reviews} reviews over {len(present) + len(absent)} images")
             cold = cold_phase(setup, args.reviews, args.concurrency)
         finally:
@@ -646,6 +692,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=50, help="reviews at once (50)")
     parser.add_argument("--images", type=int, default=100, help="distinct images pushed (100)")
     parser.add_argument("--seconds", type=int, default=5, help="wrk's timed pass, seconds (5)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=RATE_TARGET,
+        help=f"the open-loop pass's offered reviews/s ({RATE_TARGET:g})",
+    )
     parser.add_argument(
         "--profile",
         type=Path,
