@@ -29,7 +29,8 @@ The walk is generic over a :class:`Tree`: the webhook and ``--from-pod`` read pa
 (:data:`JSON`), ``scan`` reads YAML nodes that keep their lines and count what aliases make
 it read. It is iterative (no recursion limit) and visits each node once per path to it; the
 caller bounds the input (the webhook's body cap and depth pruning, scan's node and alias
-budgets).
+budgets). :mod:`imagecheck.workload_json` is the same walk specialised to parsed JSON, for
+the webhook's reviews (held to this one's results by a parity test).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "Tree",
     "api_group",
     "containers",
+    "operator_fields",
     "pull_secrets",
 ]
 
@@ -182,7 +184,7 @@ def containers(tree: Tree[N], obj: N) -> Iterator[Slot[N]]:
     """Every container in the object ``obj``, in document order, then its operator fields
     (:data:`OPERATOR_FIELDS`) that are not in a container's shape. A ``List``'s items are
     objects of their own: the caller walks them one by one."""
-    operator = {tree.identity(holder): slot for holder, slot in _operator_fields(tree, obj)}
+    operator = {tree.identity(holder): slot for holder, slot in operator_fields(tree, obj)}
     for holder, slot in _shaped(tree, obj):
         # A field of the table that also looks like a container is named as the table has it.
         yield operator.pop(tree.identity(holder), slot)
@@ -267,7 +269,9 @@ def _container_like(tree: Tree[N], node: N) -> bool:
     return any(key in CONTAINER_FIELDS for key, _ in tree.pairs(node))
 
 
-def _operator_fields(tree: Tree[N], obj: N) -> Iterator[tuple[N, Slot[N]]]:
+def operator_fields(tree: Tree[N], obj: N) -> Iterator[tuple[N, Slot[N]]]:
+    """The image fields of :data:`OPERATOR_FIELDS` in ``obj``: (the mapping that holds it,
+    its slot)."""
     group = api_group(tree.text(tree.get(obj, "apiVersion")))
     kind = tree.text(tree.get(obj, "kind")) or ""
     paths = OPERATOR_FIELDS.get((group, kind)) or OPERATOR_FIELDS.get((group, "*"), ())

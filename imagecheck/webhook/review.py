@@ -24,7 +24,8 @@ from typing import Any
 
 from imagecheck.render import shown
 from imagecheck.result import CheckResult, Status
-from imagecheck.workload import CORE_GROUPS, JSON, api_group, containers, pull_secrets
+from imagecheck.workload import CORE_GROUPS, JSON, api_group, pull_secrets
+from imagecheck.workload_json import containers
 
 API_VERSION = "admission.k8s.io/v1"
 # Nothing the webhook reads is deeper than a CronJob's containers (about 12 levels); Python's
@@ -124,7 +125,7 @@ def parse_review(body: Any, *, secrets: bool = True) -> Review:
     name = _text(metadata.get("name")) or _text(metadata.get("generateName"))
     found = [
         ContainerImage(_text(slot.container), image)
-        for slot in containers(JSON, obj)
+        for slot in containers(obj)
         if isinstance(image := slot.image, str)
     ]
     # Only a kind Kubernetes does not run itself has a controller to fill placeholders in.
