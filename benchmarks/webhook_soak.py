@@ -50,6 +50,7 @@ from pathlib import Path
 
 if not __package__:  # run as `python benchmarks/webhook_soak.py`: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._openloop import process_cpu_seconds
 from benchmarks.webhook_load import (
     EXIT_UNAVAILABLE,
     EXIT_WRONG,
@@ -57,7 +58,6 @@ from benchmarks.webhook_load import (
     Tls,
     free_port,
     make_tls,
-    process_cpu_seconds,
     progress,
     read_response,
 )
