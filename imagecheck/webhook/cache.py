@@ -76,14 +76,15 @@ class ResultCache:
         concurrency: int = 16,
         max_images: int = DEFAULT_MAX_IMAGES,
         clock: Callable[[], float] = time.monotonic,
-        on_lookup: Callable[[bool], None] | None = None,
+        on_lookup: Callable[[bool, int], None] | None = None,
     ) -> None:
         self._checker = checker
         self._tag_ttl = tag_ttl
         self._missing_ttl = missing_ttl
         self._max = max_entries
         self._clock = clock
-        self._on_lookup = on_lookup or (lambda hit: None)
+        # ``on_lookup(hit, count)``: ``count`` lookups, all hits or all misses.
+        self._on_lookup = on_lookup or (lambda hit, count: None)
         # Entries and in-flight checks are kept per reference *and* credentials: a pod whose
         # pull secrets open a private repository must not vouch for a pod without them (its
         # kubelet could not pull). ``None`` stands for the webhook's own credentials.
@@ -134,8 +135,8 @@ class ResultCache:
             if cached is None:
                 return None
             answered[image], hits = cached, hits + 1
-        for _ in range(hits):
-            self._on_lookup(True)
+        if hits:
+            self._on_lookup(True, hits)  # one count for the review's hits, not one each
         over = images[self._max_images :]
         unchecked = dict.fromkeys(over, OVER_LIMIT.format(len(images), self._max_images))
         return Answers(answered, unchecked)
@@ -146,7 +147,7 @@ class ResultCache:
         if isinstance(ref, str):
             return CheckResult(image, None, Status.INVALID, message=ref)
         cached = self._cached((ref, credentials), image)
-        self._on_lookup(cached is not None)
+        self._on_lookup(cached is not None, 1)
         return cached
 
     def _reference(self, image: str) -> Reference | str:

@@ -109,7 +109,9 @@ class Webhook:
             missing_ttl=settings.missing_ttl,
             concurrency=checker.options.concurrency,
             max_images=settings.max_images,
-            on_lookup=lambda hit: self.metrics.count(self.metrics.cache, str(hit).lower()),
+            on_lookup=lambda hit, count: self.metrics.count(
+                self.metrics.cache, "true" if hit else "false", count
+            ),
         )
         self._reading = asyncio.Semaphore(READ_SLOTS)
         self.ready = False
@@ -180,7 +182,8 @@ class Webhook:
         elapsed = time.monotonic() - started
         self.metrics.count(self.metrics.reviews, verdict.outcome)
         self.metrics.latency.observe(elapsed)
-        self.metrics.not_checked.inc(len(answers.unchecked))
+        if answers.unchecked:  # a warm review has none: no count of nothing
+            self.metrics.not_checked.inc(len(answers.unchecked))
         log.info(
             "review",
             extra={

@@ -53,12 +53,12 @@ class Metrics:
         # a warm review counts four of them).
         self._series: dict[tuple[Counter, str], Any] = {}
 
-    def count(self, counter: Counter, label: str) -> None:
-        """Add one to ``counter``'s series for ``label`` (a metric with one label)."""
+    def count(self, counter: Counter, label: str, amount: int = 1) -> None:
+        """Add ``amount`` to ``counter``'s series for ``label`` (a metric with one label)."""
         series = self._series.get((counter, label))
         if series is None:
             series = self._series[counter, label] = counter.labels(label)
-        series.inc()
+        series.inc(amount)
 
 
 class JsonFormatter(logging.Formatter):

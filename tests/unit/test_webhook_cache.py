@@ -74,11 +74,11 @@ class Lookups:
         self.hits = 0
         self.misses = 0
 
-    def __call__(self, hit: bool) -> None:
+    def __call__(self, hit: bool, count: int) -> None:
         if hit:
-            self.hits += 1
+            self.hits += count
         else:
-            self.misses += 1
+            self.misses += count
 
 
 def make_cache(
@@ -87,7 +87,7 @@ def make_cache(
     *,
     tag_ttl: float = TAG_TTL,
     max_entries: int = 100,
-    on_lookup: Callable[[bool], None] | None = None,
+    on_lookup: Callable[[bool, int], None] | None = None,
     concurrency: int = 16,
     max_images: int = 100,
 ) -> ResultCache:
@@ -298,6 +298,19 @@ def test_lookups_report_hits_and_misses() -> None:
 
     run(three)
     assert (lookups.hits, lookups.misses) == (1, 2)
+
+
+def test_answers_now_counts_each_hit_and_nothing_when_it_declines() -> None:
+    checker, clock, lookups = FakeChecker(), Clock(), Lookups()
+    cache = make_cache(checker, clock, on_lookup=lookups)
+    images = ["acme/a:1", "acme/b:1", "UPPER/Case:1"]
+    run(lambda: cache.results(images, deadline()))
+    counted = (lookups.hits, lookups.misses)
+
+    assert cache.answers_now(images) is not None
+    assert (lookups.hits, lookups.misses) == (counted[0] + 2, counted[1])
+    assert cache.answers_now([*images, "acme/new:1"]) is None
+    assert (lookups.hits, lookups.misses) == (counted[0] + 2, counted[1])
 
 
 # -- bounded work (issue #10) ------------------------------------------------------------------
