@@ -37,7 +37,10 @@ from multiprocessing import get_context
 from pathlib import Path
 
 # The client kept the schedule when its lag's p99 is under this, and it sent what was due.
-MAX_LAG_P99_MS = 1.0
+# uvloop's (libuv's) timers count whole milliseconds: a send is up to 1 ms late by that alone.
+# Lag is in the latency too (it counts from when a review was due): it is charged to the
+# server, so a lagging client can only make the figures worse than the server's own.
+MAX_LAG_P99_MS = 2.0
 MAX_WRONG_KEPT = 5
 
 
