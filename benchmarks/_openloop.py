@@ -79,6 +79,10 @@ class OpenLoopRun:
         return (len(self.lag_ms) - 1) / self.sent_seconds
 
     @property
+    def answered(self) -> int:
+        return len(self.latencies_ms)
+
+    @property
     def achieved(self) -> float:
         """Reviews/s answered."""
         return (len(self.latencies_ms) - 1) / self.answered_seconds

@@ -582,19 +582,29 @@ def report_open(run: OpenLoopRun, concurrency: int) -> None:
           f"connections, {len(run.latencies_ms)} reviews (latency from each one's send time as "
           "scheduled)")  # fmt: skip
     print(f"  latency p50 / p90      {run.latency(50):8.1f} / {run.latency(90):.1f} ms")
-    p99, rate = run.latency(99), run.achieved
+    p99 = run.latency(99)
+    # The rate is the schedule's: the server sustained it when the client kept the schedule,
+    # every review due was answered, and the answers kept pace (their rate over their own
+    # span within 1 % of the schedule's: not equal to it, the first and last latencies
+    # differ; a server falling behind stretches the span).
+    sustained = (
+        run.rate >= RATE_TARGET
+        and run.kept_schedule
+        and run.answered == run.due
+        and run.achieved >= run.rate * 0.99
+    )
     print(f"  latency p99            {p99:8.1f} ms   target <= {P99_TARGET_MS:g} ms: "
           f"{verdict(p99 <= P99_TARGET_MS)}")  # fmt: skip
     print(f"  latency max            {max(run.latencies_ms):8.1f} ms")
-    print(f"  achieved               {rate:8.0f} reviews/s   target >= {RATE_TARGET:g}: "
-          f"{verdict(rate >= RATE_TARGET)}")  # fmt: skip
+    print(f"  answered               {run.answered:8d} of {run.due} due, {run.achieved:.1f} "
+          f"reviews/s   target >= {RATE_TARGET:g}: {verdict(sustained)}")  # fmt: skip
     lag = f"{run.percentile(run.lag_ms, 99):.2f} / {max(run.lag_ms):.1f} ms"
     print(f"  client offered         {run.offered:8.0f} reviews/s   lag p99 / max {lag}")
     if not run.kept_schedule:
         print("  ! the client did not keep the schedule (lag p99 over "
               f"{MAX_LAG_P99_MS:g} ms, or offered under 99 %): these figures are not the "
               "server's alone")  # fmt: skip
-    both = p99 <= P99_TARGET_MS and rate >= RATE_TARGET and run.kept_schedule
+    both = p99 <= P99_TARGET_MS and sustained
     print(f"  p99 <= {P99_TARGET_MS:g} ms at >= {RATE_TARGET:g}/s    {verdict(both)}")
     cpu = (
         "n/a"
