@@ -484,11 +484,14 @@ def open_pass(
 ) -> OpenLoopRun:  # fmt: skip
     """The same reviews offered at ``rate`` for ``seconds`` over ``concurrency`` connections,
     from a process of its own (``_openloop.py``); every answer checked."""
-    offered = open_loop(
-        server.port, setup.tls.ca, [item.request for item in planned],
-        [item.uid for item in planned], rate=rate, seconds=seconds, connections=concurrency,
-        server_pid=server.process.pid,
-    )  # fmt: skip
+    try:
+        offered = open_loop(
+            server.port, setup.tls.ca, [item.request for item in planned],
+            [item.uid for item in planned], rate=rate, seconds=seconds,
+            connections=concurrency, server_pid=server.process.pid,
+        )  # fmt: skip
+    except OSError as exc:  # ConnectionError included: the server closed a connection
+        raise BenchmarkError(f"open loop: {exc}", EXIT_WRONG) from None
     if offered.wrong_count:
         raise BenchmarkError(
             f"open loop: {offered.wrong_count} wrong answer(s); first: {offered.wrong[0]}",
