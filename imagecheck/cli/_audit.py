@@ -16,6 +16,7 @@ from imagecheck.cli._options import (
     explain_all,
     read_credentials,
     registry_options,
+    report_output,
     require_credentials_host,
     run_options,
     start_run,
@@ -74,15 +75,7 @@ AUDIT_EXIT_CODES_HELP = (
     help="Do not read the workloads' imagePullSecrets (no RBAC on secrets needed); "
     "check with the local credentials only.",
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json", "github"]),
-    default="text",
-    show_default=True,
-    help="text: grouped by status with namespace/kind/name; json: every container "
-    "with its result; github: workflow commands.",
-)
+@report_output("namespace/kind/name", "container")
 @click.option(
     "--serve",
     is_flag=True,

@@ -43,6 +43,20 @@ MAX_PASSWORD = 64 * 1024
 OUTPUT_BATCH = 256
 
 
+def report_output(located: str, items: str) -> Callable[[Callable[..., None]], Any]:
+    """``--output text|json|github`` of the commands that report images where they were found
+    (scan, audit): ``located`` says where text output places them, ``items`` what JSON lists."""
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Choice(["text", "json", "github"]),
+        default="text",
+        show_default=True,
+        help=f"text: grouped by status with {located}; json: every {items} with its result; "
+        "github: workflow commands that annotate a pull request or a job.",
+    )
+
+
 def apply_options(command: Callable[..., None], options: list[Any]) -> Callable[..., None]:
     for option in reversed(options):
         command = option(command)

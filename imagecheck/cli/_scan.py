@@ -16,6 +16,7 @@ from imagecheck.cli._options import (
     check_valid,
     conclude,
     invalid_results,
+    report_output,
     require_credentials_host,
     start_run,
 )
@@ -39,15 +40,7 @@ LIST_RENDERERS = {"text": render_scan_list_text, "json": render_scan_list_json}
 
 @click.command(epilog=SCAN_EXIT_CODES_HELP)
 @click.argument("paths", nargs=-1, required=True)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json", "github"]),
-    default="text",
-    show_default=True,
-    help="text: grouped by status with file:line; json: every occurrence with its result; "
-    "github: workflow commands that annotate a pull request.",
-)
+@report_output("file:line", "occurrence")
 @click.option(
     "--strict",
     is_flag=True,
