@@ -54,7 +54,8 @@ from benchmarks._common import (
     progress,
     run_child,
 )
-from benchmarks.webhook_load import free_port, machine, verdict
+from benchmarks._webhook_report import machine, verdict
+from benchmarks._webhook_server import free_port
 from benchmarks.webhook_soak import response, serve_registry, wait_listening
 
 RSS_TARGET_MIB = 150.0

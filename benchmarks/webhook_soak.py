@@ -51,7 +51,8 @@ from pathlib import Path
 if not __package__:  # run as `python benchmarks/webhook_soak.py`: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._openloop import process_cpu_seconds
-from benchmarks.webhook_load import (
+from benchmarks._webhook_reviews import read_response
+from benchmarks._webhook_server import (
     EXIT_UNAVAILABLE,
     EXIT_WRONG,
     BenchmarkError,
@@ -59,7 +60,6 @@ from benchmarks.webhook_load import (
     free_port,
     make_tls,
     progress,
-    read_response,
 )
 
 START_TIMEOUT = 15.0

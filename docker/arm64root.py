@@ -45,8 +45,8 @@ from pathlib import Path
 
 # Next to this file (sys.path[0] when run as a script): the amd64 build's smoke runs.
 from arm64debs import fetch_debs, read_status, run, unpack_debs, write_status
-from prune import IMPORT_ALL, SERVE_ARGS, SMOKE, _serve_exchange
 from prune_cluster import cluster_runs, serve_and_stop
+from prune_smoke import IMPORT_ALL, SERVE_ARGS, SMOKE, serve_exchange
 
 APP_DIR = Path("usr/lib/imagecheck")
 ELF_MAGIC = b"\x7fELF"
@@ -264,7 +264,7 @@ def smoke_test(root: Path, extras: str = "") -> None:
                 )
         if "webhook" in extras:
             argv = [*qemu_command(root), *SERVE_ARGS, "--listen"]
-            serve_and_stop(argv, env, home, _serve_exchange, "serve")
+            serve_and_stop(argv, env, home, serve_exchange, "serve")
         if "cluster" in extras:
             cluster_runs(qemu_command(root), env, home)
 
