@@ -84,6 +84,22 @@ class _StubAPI(BaseHTTPRequestHandler):
         pass  # the runs' own output is what the build shows
 
 
+def expect_run(
+    what: str, cmd: list[str], argv: list[str], expected: int, env: dict[str, str], cwd: Path
+) -> None:
+    """Run ``cmd`` (the command line ``argv`` of imagecheck): it must exit ``expected`` without
+    a traceback, and print JSON when ``argv`` asks for it (``-o``); else the build fails. The
+    smoke runs (prune_smoke.py) and the cluster runs share it."""
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=cwd, check=False)
+    if done.returncode != expected or "Traceback" in done.stderr:
+        raise SystemExit(
+            f"prune: {what} {argv} exited {done.returncode}, wanted {expected}:\n"
+            f"{done.stdout}{done.stderr}"
+        )
+    if "-o" in argv:
+        json.loads(done.stdout)
+
+
 def cluster_runs(command: list[str], env: dict[str, str], cwd: Path) -> int:
     """Run :data:`RUNS` and ``audit --serve`` as ``command ARGS...``; SystemExit on the first
     that misbehaves. Returns how many processes ran (prune.py counts its trace lines)."""
@@ -94,16 +110,7 @@ def cluster_runs(command: list[str], env: dict[str, str], cwd: Path) -> int:
         kubeconfig.write_text(_kubeconfig(f"http://127.0.0.1:{server.server_address[1]}"))
         for template, expected in RUNS:
             argv = [a.replace(KUBECONFIG, str(kubeconfig)) for a in template]
-            done = subprocess.run(
-                [*command, *argv], env=env, capture_output=True, text=True, cwd=cwd, check=False
-            )
-            if done.returncode != expected or "Traceback" in done.stderr:
-                raise SystemExit(
-                    f"prune: cluster run {argv} exited {done.returncode}, wanted {expected}:\n"
-                    f"{done.stdout}{done.stderr}"
-                )
-            if "-o" in argv:
-                json.loads(done.stdout)
+            expect_run("cluster run", [*command, *argv], argv, expected, env, cwd)
         _audit_serve(command, env, cwd, kubeconfig)
     finally:
         server.shutdown()

@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 # Next to this file (sys.path[0] when run as a script): the cluster extra's runs.
-from prune_cluster import cluster_runs, serve_and_stop
+from prune_cluster import cluster_runs, expect_run, serve_and_stop
 from prune_layout import Layout
 
 # What the traced run and the smoke test execute: every path that imports lazily (help,
@@ -81,16 +81,7 @@ def smoke_test(layout: Layout, python: str, extras: frozenset[str]) -> None:
         for argv, expected in SMOKE:
             env = smoke_env(Path(tmp), python)
             cmd = [python, "-m", "imagecheck", *argv]
-            done = subprocess.run(
-                cmd, env=env, capture_output=True, text=True, cwd=tmp, check=False
-            )
-            if done.returncode != expected or "Traceback" in done.stderr:
-                raise SystemExit(
-                    f"prune: smoke test {argv} exited {done.returncode}, wanted {expected}:\n"
-                    f"{done.stdout}{done.stderr}"
-                )
-            if "-o" in argv:
-                json.loads(done.stdout)
+            expect_run("smoke test", cmd, list(argv), expected, env, Path(tmp))
         # And must load with the pruned runtime: a missing library fails the build
         names = [name for _, name in layout.app_extensions()]
         env = smoke_env(Path(tmp), python)
