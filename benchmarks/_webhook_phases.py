@@ -25,10 +25,10 @@ from benchmarks._webhook_server import (
     BenchmarkError,
     ManifestWindow,
     Server,
-    Tls,
     server_samples,
 )
 from benchmarks._wrk import WrkError, WrkRun, run_wrk
+from tests.integration.pki import TLSMaterial
 from tests.support.registry import LocalRegistry
 
 IMAGES_PER_REVIEW = 3
@@ -39,7 +39,7 @@ SEQUENTIAL = 200  # warm reviews sent one at a time, for the service time alone
 class Setup:
     workdir: Path
     registry: LocalRegistry
-    tls: Tls
+    tls: TLSMaterial
     verify: ssl.SSLContext
     present: list[str]
     absent: list[str]
@@ -133,7 +133,7 @@ def open_pass(
     from a process of its own (``_openloop.py``); every answer checked."""
     try:
         offered = open_loop(
-            server.port, setup.tls.ca, [item.request for item in planned],
+            server.port, setup.tls.ca_file, [item.request for item in planned],
             [item.uid for item in planned], rate=rate, seconds=seconds,
             connections=concurrency, server_pid=server.process.pid,
         )  # fmt: skip

@@ -1,9 +1,9 @@
 """The webhook benchmark's server side: ``imagecheck serve`` over TLS, and what it and the
 registry count (``webhook_load.py``, issue #14).
 
-A throw-away trustme CA and leaf for 127.0.0.1 (:func:`make_tls`); :class:`Server`, ``python -m
-imagecheck serve`` as a subprocess on a free port (under cProfile when asked), ``--cache-ttl 5m
---missing-ttl 5m`` so that nothing expires during a run; :func:`server_samples`, its
+:class:`Server`, ``python -m imagecheck serve`` as a subprocess on a free port (under cProfile
+when asked; its certificate from ``tests.integration.pki``), ``--cache-ttl 5m --missing-ttl 5m``
+so that nothing expires during a run; :func:`server_samples`, its
 ``/metrics`` (manifest requests made, time in the review handler); :class:`ManifestWindow`,
 the manifest requests the registry logs in a window. The benchmark's error and exit codes are
 here too (``webhook_soak.py`` shares them).
@@ -19,13 +19,12 @@ import ssl
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import trustme
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.integration.pki import TLSMaterial
 from tests.support.registry import LocalRegistry
 
 START_TIMEOUT = 15.0
@@ -43,23 +42,6 @@ class BenchmarkError(Exception):
 
 def progress(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True)
-class Tls:
-    ca: Path
-    cert: Path
-    key: Path
-
-
-def make_tls(directory: Path) -> Tls:
-    ca = trustme.CA(organization_name="imagecheck webhook benchmark")
-    leaf = ca.issue_cert("127.0.0.1", "localhost")
-    tls = Tls(directory / "ca.pem", directory / "tls.crt", directory / "tls.key")
-    ca.cert_pem.write_to_path(str(tls.ca))
-    tls.cert.write_bytes(b"".join(p.bytes() for p in leaf.cert_chain_pems))
-    tls.key.write_bytes(leaf.private_key_pem.bytes())
-    return tls
 
 
 def free_port() -> int:
@@ -84,7 +66,9 @@ finally:
 class Server:
     """``python -m imagecheck serve`` on a free port, over TLS."""
 
-    def __init__(self, workdir: Path, tls: Tls, name: str, profile: Path | None = None) -> None:
+    def __init__(
+        self, workdir: Path, tls: TLSMaterial, name: str, profile: Path | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.log = workdir / f"{name}.log"
@@ -96,7 +80,7 @@ class Server:
                               ["-m", "imagecheck"]),
             "serve",
             "--listen", f"127.0.0.1:{self.port}",
-            "--tls-cert", str(tls.cert), "--tls-key", str(tls.key),
+            "--tls-cert", str(tls.server.cert), "--tls-key", str(tls.server.key),
             "--cache-ttl", "5m", "--missing-ttl", "5m",
         ]  # fmt: skip
         with self.log.open("wb") as log:

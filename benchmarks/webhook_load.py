@@ -53,6 +53,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.integration.pki import make_tls_material
 from tests.support.images import seed_many
 from tests.support.registry import LocalRegistry, find_registry_binary
 
@@ -64,7 +65,6 @@ from benchmarks._webhook_server import (
     EXIT_UNAVAILABLE,
     EXIT_WRONG,
     BenchmarkError,
-    make_tls,
     progress,
 )
 from benchmarks._wrk import find_wrk
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     load_before = machine()
     with tempfile.TemporaryDirectory(prefix="imagecheck-bench-webhook-") as tmp:
         workdir = Path(tmp)
-        tls = make_tls(workdir)
+        tls = make_tls_material(workdir)
         registry = LocalRegistry(workdir / "registry", binary=binary)
         try:
             registry.start()
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             progress(f"seeding {args.images} images")
             present, absent = seed(registry, args.images)
-            verify = ssl.create_default_context(cafile=str(tls.ca))
+            verify = ssl.create_default_context(cafile=str(tls.ca_file))
             setup = Setup(workdir, registry, tls, verify, present, absent)
             progress(f"warm: {args.reviews} reviews, {args.concurrency} at once")
             warm = warm_phase(

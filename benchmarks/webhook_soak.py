@@ -56,11 +56,10 @@ from benchmarks._webhook_server import (
     EXIT_UNAVAILABLE,
     EXIT_WRONG,
     BenchmarkError,
-    Tls,
     free_port,
-    make_tls,
     progress,
 )
+from tests.integration.pki import TLSMaterial, make_tls_material
 
 START_TIMEOUT = 15.0
 SETTLED_AT = 20_000  # reviews after which every bounded structure is full
@@ -137,7 +136,7 @@ def rss_mib(pid: int) -> float:
 
 
 def start_server(
-    workdir: Path, tls: Tls, verify: ssl.SSLContext
+    workdir: Path, tls: TLSMaterial, verify: ssl.SSLContext
 ) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DOCKER_", "IMAGECHECK_"))}
@@ -145,7 +144,8 @@ def start_server(
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
     argv = [
         sys.executable, "-m", "imagecheck", "serve",
-        "--listen", f"127.0.0.1:{port}", "--tls-cert", str(tls.cert), "--tls-key", str(tls.key),
+        "--listen", f"127.0.0.1:{port}",
+        "--tls-cert", str(tls.server.cert), "--tls-key", str(tls.server.key),
         "--retries", "0", "--cache-ttl", "1h", "--missing-ttl", "1h",
     ]  # fmt: skip
     log = (workdir / "serve.log").open("wb")
@@ -311,8 +311,8 @@ def report(samples: list[Sample], args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="imagecheck-bench-soak-") as tmp:
         workdir = Path(tmp)
-        tls = make_tls(workdir)
-        verify = ssl.create_default_context(cafile=str(tls.ca))
+        tls = make_tls_material(workdir)
+        verify = ssl.create_default_context(cafile=str(tls.ca_file))
         ports = (free_port(), free_port())
         registry = subprocess.Popen(
             [sys.executable, __file__, "--stand-in", f"{ports[0]},{ports[1]}"],
