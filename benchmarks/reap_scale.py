@@ -37,9 +37,8 @@ import respx
 
 if not __package__:  # run as `python benchmarks/reap_scale.py`: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.cluster.reap_loop import ReapLoop
-from imagecheck.cluster.reap_pass import Reaper, ReapOptions
+from imagecheck.cluster import Reaper, ReapLoop, ReapOptions
+from imagecheck.registry import ClientOptions, ImageChecker
 from tests.support.manypods import ManyPods
 from tests.support.reapcase import NOW, registry
 

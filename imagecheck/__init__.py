@@ -37,7 +37,7 @@ __version__ = "0.1.0"
 # `imagecheck --version` does, costs nothing, and `check` pulls in httpx, asyncio and the
 # credential sources only when it is called for (issue #14).
 _EXPORTS = {
-    "Credentials": "imagecheck.credentials",
+    "Credentials": "imagecheck.authn._credentials",
     "AuthenticationError": "imagecheck.errors",
     "CertificateError": "imagecheck.errors",
     "CredentialsError": "imagecheck.errors",
@@ -53,8 +53,8 @@ _EXPORTS = {
     "ExitCode": "imagecheck.exitcodes",
     "error_exit_code": "imagecheck.exitcodes",
     "exit_code": "imagecheck.exitcodes",
-    "Reference": "imagecheck.reference",
-    "parse_reference": "imagecheck.reference",
+    "Reference": "imagecheck.reference._reference",
+    "parse_reference": "imagecheck.reference._reference",
     "CheckResult": "imagecheck.result",
     "Status": "imagecheck.result",
     "acheck": "imagecheck.run",
@@ -62,7 +62,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:  # what mypy and IDEs see: the same names, imported eagerly
-    from imagecheck.credentials import Credentials
+    from imagecheck.authn import Credentials
     from imagecheck.errors import (
         AuthenticationError,
         CertificateError,

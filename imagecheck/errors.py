@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from imagecheck._text import printable
+
 # Longer messages are cut: an error is a line, not a document.
 MAX_MESSAGE = 2000
 
@@ -42,8 +44,6 @@ class ImagecheckError(Exception):
     """
 
     def __str__(self) -> str:
-        from imagecheck.bounded import printable  # noqa: PLC0415 - bounded imports errors
-
         return printable(super().__str__(), MAX_MESSAGE)
 
 

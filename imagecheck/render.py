@@ -3,7 +3,7 @@ summary Kubernetes shows as a pod's termination message. Pure: returns strings (
 them, for output too large to hold at once).
 
 A message may carry text from elsewhere (a registry's error, a file's content). Its source
-makes it printable (``bounded.printable``); the text renderers do so again, so that no line
+makes it printable (``_text.printable``); the text renderers do so again, so that no line
 of output is ever forged by a newline or an ANSI escape. JSON needs no such help:
 ``json.dumps`` escapes every control character, and keeps the message as it was.
 """
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from imagecheck.bounded import printable
+from imagecheck._text import printable
 from imagecheck.errors import Hint, ImagecheckError, RegistryError
 from imagecheck.result import CheckResult, Status
 

@@ -27,15 +27,13 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from imagecheck.client import ClientOptions, ImageChecker, Progress
-from imagecheck.credentials import Credentials, Keychain
+from imagecheck._deadline import Deadline
+from imagecheck._wait import wait_for_images
+from imagecheck.authn import Credentials, Keychain, default_keychain
 from imagecheck.errors import InvalidReferenceError, InvalidReferencesError, UsageError
-from imagecheck.platform import Platform, parse_platform
 from imagecheck.reference import Reference, parse_reference
+from imagecheck.registry import ClientOptions, ImageChecker, Platform, Progress, parse_platform
 from imagecheck.result import CheckResult
-from imagecheck.retry import Deadline
-from imagecheck.sources import default_keychain
-from imagecheck.wait import wait_for_images
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -114,7 +114,7 @@ def _internal_error(exc: Exception) -> int:
     ends it. Every failure imagecheck expects is a typed error handled by the command; this
     only catches what escaped (issue #10). ``IMAGECHECK_DEBUG=1`` shows the traceback.
     """
-    from imagecheck.bounded import printable  # noqa: PLC0415 - only on the way out
+    from imagecheck._text import printable  # noqa: PLC0415 - only on the way out
     from imagecheck.exitcodes import ExitCode  # noqa: PLC0415
 
     if os.environ.get("IMAGECHECK_DEBUG"):

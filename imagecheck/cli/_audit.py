@@ -22,16 +22,18 @@ from imagecheck.cli._options import (
     start_run,
 )
 from imagecheck.cli._types import Count, Seconds
-from imagecheck.cluster.audit import AuditReport, parse_kind
-from imagecheck.cluster.audit import audit as run_audit
-from imagecheck.cluster.limits import (
+from imagecheck.cluster import (
     DEFAULT_INTERVAL,
     DEFAULT_LISTEN,
     DEFAULT_MAX_SERIES,
     MAX_INTERVAL,
+    RENDERERS,
+    AuditReport,
+    Cluster,
+    Selector,
+    parse_kind,
 )
-from imagecheck.cluster.model import Cluster, Selector
-from imagecheck.cluster.render import RENDERERS
+from imagecheck.cluster import audit as run_audit
 from imagecheck.errors import UsageError
 from imagecheck.run import client_options, keychain
 
@@ -150,8 +152,9 @@ def serve_audits(
     from imagecheck.cli._serve import listen_address, setup_json_logging  # noqa: PLC0415
 
     try:  # the cluster extra: imported only here
-        from imagecheck.cluster import exporter, serve  # noqa: PLC0415
-        from imagecheck.webhook.telemetry import JsonFormatter  # noqa: PLC0415
+        from imagecheck.cluster import _exporter as exporter  # noqa: PLC0415
+        from imagecheck.cluster import _serve as serve  # noqa: PLC0415
+        from imagecheck.webhook import JsonFormatter  # noqa: PLC0415
     except ImportError as exc:
         raise UsageError(
             f"audit --serve needs the cluster extra: pip install 'imagecheck[cluster]' ({exc.name})"
@@ -169,8 +172,8 @@ def serve_audits(
 
 
 async def _serve(settings: CheckSettings, how: Connection, metrics: Any, where: Any) -> None:
-    from imagecheck.cluster.api import KubeCluster  # noqa: PLC0415
-    from imagecheck.cluster.serve import Auditor, serve  # noqa: PLC0415
+    from imagecheck.cluster import Auditor, KubeCluster  # noqa: PLC0415
+    from imagecheck.cluster._serve import serve  # noqa: PLC0415
 
     cluster = await KubeCluster.connect(kubeconfig=how.kubeconfig, context=how.context)
     # Read once: --password-stdin cannot be read at every audit.
@@ -198,7 +201,7 @@ async def audit_cluster(
     """Connect (the cluster extra's client, loaded only here), then one audit."""
     try:
         # Absent without the cluster extra (lightkube).
-        from imagecheck.cluster.api import KubeCluster  # noqa: PLC0415
+        from imagecheck.cluster import KubeCluster  # noqa: PLC0415
     except ImportError:
         raise UsageError(
             "audit needs the cluster extra: pip install 'imagecheck[cluster]'"

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from imagecheck._files import read_regular_file, size_text
 from imagecheck.cli._app import EXIT_CODES_HELP
 from imagecheck.cli._options import (
     CheckSettings,
@@ -21,7 +22,6 @@ from imagecheck.cli._options import (
     write_termination_log,
 )
 from imagecheck.errors import RegistryError, UsageError
-from imagecheck.files import read_regular_file, size_text
 from imagecheck.render import json_chunks, text_chunks
 
 # --from-file: a valid reference is at most ~520 characters (a 255-character name, a tag, a

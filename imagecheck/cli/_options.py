@@ -13,14 +13,14 @@ from typing import Any, NoReturn
 
 import click
 
+from imagecheck._files import write_regular_file
+from imagecheck.authn import Credentials
 from imagecheck.cli._app import run_async, setup_logging
 from imagecheck.cli._progress import MIN_IMAGES, counter
 from imagecheck.cli._types import Count, MirrorPair, PlatformChoice, RegistryHost, Seconds
-from imagecheck.client import ClientOptions
-from imagecheck.credentials import Credentials
 from imagecheck.errors import InvalidReferencesError, UsageError
 from imagecheck.exitcodes import ExitCode, OnError, exit_code
-from imagecheck.files import write_regular_file
+from imagecheck.registry import ClientOptions
 from imagecheck.render import explained, shown, termination_summary
 from imagecheck.result import CheckResult, Status
 from imagecheck.run import (

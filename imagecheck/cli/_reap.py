@@ -24,11 +24,9 @@ from imagecheck.errors import UsageError
 from imagecheck.result import Status
 
 if TYPE_CHECKING:  # the cluster modules load when reap runs, not for `check`
+    from imagecheck.authn import Keychain
     from imagecheck.cli import _reap_loop
-    from imagecheck.cluster.model import Cluster
-    from imagecheck.cluster.reap import Outcome
-    from imagecheck.cluster.reap_pass import Reaper, ReapOptions
-    from imagecheck.credentials import Keychain
+    from imagecheck.cluster import Cluster, Outcome, Reaper, ReapOptions
 
 REAP_HELP = """\b
 Exit codes:
@@ -161,8 +159,7 @@ def reap(
     The reason goes on the Job (annotation imagecheck.io/reaped) and into Events
     (reason ImageMissing) on the Job and the pod. Pods of other owners are never touched.
     """
-    from imagecheck.cluster.model import Selector  # noqa: PLC0415
-    from imagecheck.cluster.reap_pass import ReapOptions  # noqa: PLC0415
+    from imagecheck.cluster import ReapOptions, Selector  # noqa: PLC0415
 
     settings = start_run(options)
     require_credentials_host(settings, "reap")
@@ -228,8 +225,8 @@ async def reaper_for(
 ) -> AsyncIterator[Reaper]:
     """A Reaper with the command's registry settings: the pods' own pull secrets first, then
     what the command was given, as `check` orders them."""
-    from imagecheck.client import ImageChecker  # noqa: PLC0415
-    from imagecheck.cluster.reap_pass import Reaper  # noqa: PLC0415
+    from imagecheck.cluster import Reaper  # noqa: PLC0415
+    from imagecheck.registry import ImageChecker  # noqa: PLC0415
     from imagecheck.run import client_options, keychain  # noqa: PLC0415
 
     credentials = read_credentials(settings)
@@ -252,7 +249,7 @@ def _cluster_factory(kubeconfig: str | None, context: str | None) -> Callable[[]
     async def connect() -> Any:
         try:
             # Absent without the cluster extra (lightkube).
-            from imagecheck.cluster.api import KubeCluster  # noqa: PLC0415
+            from imagecheck.cluster import KubeCluster  # noqa: PLC0415
         except ImportError:
             raise UsageError(
                 "reap needs the cluster extra: pip install 'imagecheck[cluster]'"

@@ -12,11 +12,7 @@ from imagecheck.errors import UsageError
 
 if TYPE_CHECKING:
     from imagecheck.cli._options import CheckSettings
-    from imagecheck.cluster.model import Cluster
-    from imagecheck.cluster.reap import Outcome
-    from imagecheck.cluster.reap_loop import Hooks
-    from imagecheck.cluster.reap_metrics import ReapMetrics
-    from imagecheck.cluster.reap_pass import ReapOptions
+    from imagecheck.cluster import Cluster, Hooks, Outcome, ReapMetrics, ReapOptions
 
 
 @dataclass(frozen=True)
@@ -36,7 +32,7 @@ async def controller(
     loop: LoopOptions,
 ) -> None:
     """The loop, behind leader election and with metrics when asked for."""
-    from imagecheck.cluster.lease import Elector, LeaseConfig, identity, own_namespace  # noqa: PLC0415
+    from imagecheck.cluster import Elector, LeaseConfig, identity, own_namespace  # noqa: PLC0415
 
     metrics, runner = await _metrics(loop)
     try:
@@ -67,7 +63,8 @@ async def _metrics(loop: LoopOptions) -> tuple[ReapMetrics | None, Any]:
     if loop.listen is None:
         return None, None
     try:
-        from imagecheck.cluster.reap_metrics import ReapMetrics, serve  # noqa: PLC0415
+        from imagecheck.cluster import ReapMetrics  # noqa: PLC0415
+        from imagecheck.cluster._reap_metrics import serve  # noqa: PLC0415
     except ImportError:
         raise UsageError(
             "--metrics-listen needs the cluster extra: pip install 'imagecheck[cluster]'"
@@ -97,7 +94,7 @@ async def reap_loop(
     An API that cannot be reached is retried after a backoff; a refusal (RBAC) ends the
     loop, so the pod's restarts show the message."""
     from imagecheck.cli._reap import reaper_for  # noqa: PLC0415
-    from imagecheck.cluster.reap_loop import ReapLoop  # noqa: PLC0415
+    from imagecheck.cluster import ReapLoop  # noqa: PLC0415
 
     async with reaper_for(cluster, reap_options, settings) as reaper:
         await ReapLoop(reaper, resync, echo, hooks=hooks, sleep=sleep).run(lists)

@@ -22,7 +22,7 @@ from imagecheck.cli._options import (
 )
 from imagecheck.cli._types import Count, Seconds
 from imagecheck.errors import UsageError
-from imagecheck.webhook import limits
+from imagecheck.webhook import _limits as limits
 
 SERVE_HELP = """\b
 Endpoints: POST /validate (AdmissionReview admission.k8s.io/v1), GET /healthz, /readyz,
@@ -153,7 +153,8 @@ def serve(
     Needs the webhook extra: pip install 'imagecheck[webhook]'.
     """
     try:  # the optional extra: imported only here
-        from imagecheck.webhook import server, telemetry  # noqa: PLC0415
+        from imagecheck.webhook import _server as server  # noqa: PLC0415
+        from imagecheck.webhook import _telemetry as telemetry  # noqa: PLC0415
     except ImportError as exc:
         raise UsageError(
             f"serve needs the webhook extra: pip install 'imagecheck[webhook]' ({exc.name})"

@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 import click
 
 from imagecheck.errors import UsageError
-from imagecheck.platform import parse_platform
+from imagecheck.registry import parse_platform
 from imagecheck.run import registry_host
 
 _NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?")

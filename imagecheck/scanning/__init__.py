@@ -1,6 +1,6 @@
 """``imagecheck scan``'s first half: find the image references in files, without the network.
 
-Reads Kubernetes manifests (containers found by shape in any kind, :mod:`imagecheck.workload`;
+Reads Kubernetes manifests (containers found by shape in any kind, :mod:`imagecheck.kube._workload`;
 ``List`` items), Docker Compose files (``services.<name>.image``), both in YAML or JSON,
 kustomizations (their ``images:`` overrides rendered), and Dockerfiles (``FROM``, ``COPY
 --from``, ``RUN --mount=from=``, with ``ARG`` defaults substituted)::

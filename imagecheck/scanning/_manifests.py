@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, replace
 
+from imagecheck.kube._workload import containers
 from imagecheck.scanning._model import (
     BUILT_BY_COMPOSE,
     MAX_IMAGE_LENGTH,
@@ -31,7 +32,6 @@ from imagecheck.scanning._model import (
     as_checked,
 )
 from imagecheck.scanning._yamltree import Alias, Mapping, Node, Position, Scalar, Sequence
-from imagecheck.workload import containers
 
 __all__ = ["MAX_ALIAS_READS", "MAX_MERGE_DEPTH", "AliasBudget", "Found", "images_in_document"]
 
@@ -304,7 +304,7 @@ def _merged_pairs(value: _Value) -> Iterator[tuple[str | None, _Value]]:
 
 
 class _YAMLTree:
-    """:class:`imagecheck.workload.Tree` over the nodes of :mod:`._yamltree`, aliases and
+    """:class:`imagecheck.kube._workload.Tree` over the nodes of :mod:`._yamltree`, aliases and
     merge keys followed, what aliases make it read counted against the file's budget."""
 
     def get(self, node: _Value, key: str) -> _Value | None:

@@ -2,7 +2,7 @@
 reads (issue #10).
 
 Every file may come from a hostile pull request: only regular files are read, at most
-:data:`MAX_FILE_BYTES` of each (:func:`imagecheck.files.read_regular_file`); a link found in a
+:data:`MAX_FILE_BYTES` of each (:func:`imagecheck._files.read_regular_file`); a link found in a
 directory is followed only to a file inside that directory, and a relative PATH (``imagecheck
 scan $(git diff --name-only)``) only to one inside the working directory.
 """
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import TextIO
 
+from imagecheck._files import read_regular_file, size_text
 from imagecheck.errors import UsageError
-from imagecheck.files import read_regular_file, size_text
 from imagecheck.scanning._kustfile import KUSTOMIZATION_NAMES
 from imagecheck.scanning._model import FileProblem
 
@@ -120,7 +120,7 @@ def _skipped(name: str) -> bool:
 
 
 class _NotRead(UsageError):
-    """Why a file was not read, in one line (imagecheck.files words it)."""
+    """Why a file was not read, in one line (imagecheck._files words it)."""
 
 
 def read_file(file: str, root: str | None) -> bytes | FileProblem:

@@ -1,12 +1,35 @@
 """``imagecheck serve``: a validating admission webhook that refuses workloads whose images do
 not exist, before the scheduler allocates anything.
 
-- ``review``: AdmissionReview in, images out, AdmissionReview response back (pure)
-- ``cache``: results shared across reviews, with TTLs and one registry request per image
-- ``server``: the aiohttp HTTPS server, certificate reload, health, metrics, JSON logs
-- ``listener``: accepting connections: a cap, and time limits for slow clients
-- ``limits``: the defaults for hostile clients and big reviews (no aiohttp import)
-
 It needs the ``webhook`` extra (``pip install 'imagecheck[webhook]'``); the initContainer
-image does not carry it.
+image does not carry it. Names are imported on first use, so the defaults the command line
+shows load no aiohttp.
 """
+
+from __future__ import annotations
+
+from imagecheck._lazy import load_export
+
+TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the name as true
+
+_EXPORTS = {
+    "JsonFormatter": "imagecheck.webhook._telemetry",
+}
+
+if TYPE_CHECKING:
+    from imagecheck.webhook._telemetry import JsonFormatter
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        """The names above, imported on first use (PEP 562)."""
+        return load_export(__name__, _EXPORTS, name, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = [
+    "JsonFormatter",
+]

@@ -15,8 +15,8 @@ import pytest
 
 from imagecheck.cli import cli
 from imagecheck.cli._serve import listen_address
-from imagecheck.cluster.audit import WORKLOAD_KINDS
-from imagecheck.cluster.model import SECRET
+from imagecheck.cluster._audit import WORKLOAD_KINDS
+from imagecheck.cluster._model import SECRET
 from tests.examples.manifests import EXAMPLES, Json, optional_module, yaml
 from tests.examples.test_examples import HARDENED, check_schema
 from tests.tools import skip_or_fail

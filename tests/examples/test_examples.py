@@ -30,8 +30,8 @@ import pytest
 
 from imagecheck.cli import check as check_command
 from imagecheck.errors import InvalidReferenceError
-from imagecheck.platform import parse_platform
 from imagecheck.reference import parse_reference
+from imagecheck.registry import parse_platform
 from tests.examples.manifests import (
     EXAMPLES,
     Document,

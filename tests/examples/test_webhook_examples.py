@@ -577,7 +577,7 @@ def test_webhook_calls_the_service(applied: list[Json], webhook: Json) -> None:
         _meta(service)["namespace"],
     )
     assert target.get("port", 443) in [p["port"] for p in service["spec"]["ports"]]
-    assert target["path"] == "/validate"  # the route in imagecheck/webhook/server.py
+    assert target["path"] == "/validate"  # the route in imagecheck/webhook/_server.py
     assert "caBundle" not in webhook["clientConfig"], "cainjector owns it"
 
 

@@ -22,13 +22,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import Credentials, StaticKeychain
+from imagecheck._deadline import Deadline
+from imagecheck.authn import Credentials
+from imagecheck.authn._credentials import StaticKeychain
 from imagecheck.errors import CredentialsError
-from imagecheck.platform import parse_platform
 from imagecheck.reference import parse_reference
+from imagecheck.registry import ClientOptions, ImageChecker, parse_platform
 from imagecheck.result import CheckResult, Status
-from imagecheck.retry import Deadline
 from tests.fuzz import judge
 from tests.fuzz.conftest import examples
 from tests.fuzz.proc import IMAGECHECK, child_env, run_bounded

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from imagecheck.authn import default_keychain
 from imagecheck.errors import UsageError
 from imagecheck.reference import parse_reference
-from imagecheck.sources import default_keychain
 from tests.fuzz import judge
 from tests.fuzz.conftest import examples
 from tests.fuzz.proc import IMAGECHECK, child_env, run_bounded

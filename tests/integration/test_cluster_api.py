@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from imagecheck.cluster import api
-from imagecheck.cluster.api import KubeCluster
-from imagecheck.cluster.model import (
+from imagecheck.cluster import KubeCluster, Selector
+from imagecheck.cluster import _api as api
+from imagecheck.cluster._model import (
     EVENT,
     JOB,
     LEASE,
@@ -22,7 +22,6 @@ from imagecheck.cluster.model import (
     Conflict,
     Forbidden,
     Gone,
-    Selector,
     Unreachable,
 )
 from imagecheck.errors import UsageError
@@ -256,7 +255,7 @@ def test_objects_without_a_name_are_skipped_with_a_log_line(
     kube_api.store.add_raw("pods", "ci", "z1", {"spec": {}})  # no metadata
     kube_api.store.add_raw("pods", "ci", "z2", {"metadata": {"name": 7}})
     kube_api.store.add_raw("pods", "ci", "z3", {"metadata": "x"})
-    with caplog.at_level(logging.WARNING, logger="imagecheck.cluster.api"):
+    with caplog.at_level(logging.WARNING, logger="imagecheck.cluster._api"):
         assert run(kube_api, names) == ["good"]
     assert [r.getMessage() for r in caplog.records] == [
         "skipped a Pod that is not an object with metadata.name"

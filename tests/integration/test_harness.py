@@ -18,7 +18,12 @@ import httpx
 import jwt
 import pytest
 
-from imagecheck.mediatypes import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
+from imagecheck.registry._mediatypes import (
+    DOCKER_MANIFEST,
+    DOCKER_MANIFEST_LIST,
+    OCI_INDEX,
+    OCI_MANIFEST,
+)
 from tests.integration.conftest import TOKEN_ISSUER, TOKEN_SERVICE, RegistryEndpoint
 from tests.integration.tokenserver import TokenServer
 from tests.support.images import push_image

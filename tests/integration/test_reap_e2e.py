@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from click.testing import Result
 
-from imagecheck.cluster.reap import REAPED
+from imagecheck.cluster._reap import REAPED
 from tests.integration.conftest import RegistryEndpoint
 from tests.integration.kubecli import ago, invoke
 from tests.integration.pki import TLSMaterial

@@ -9,13 +9,18 @@ import time
 
 import pytest
 
-from imagecheck.client import ImageChecker
-from imagecheck.cluster.api import KubeCluster
-from imagecheck.cluster.lease import Elector, LeaseConfig
-from imagecheck.cluster.model import Gone, Selector
-from imagecheck.cluster.reap import Outcome
-from imagecheck.cluster.reap_loop import ReapLoop
-from imagecheck.cluster.reap_pass import Reaper, ReapOptions
+from imagecheck.cluster import (
+    Elector,
+    KubeCluster,
+    LeaseConfig,
+    Outcome,
+    Reaper,
+    ReapLoop,
+    ReapOptions,
+    Selector,
+)
+from imagecheck.cluster._model import Gone
+from imagecheck.registry import ImageChecker
 from tests.support.kubeapi import KubeAPI
 from tests.support.kubeapi import objects as k8s
 

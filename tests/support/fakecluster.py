@@ -1,4 +1,4 @@
-"""An in-memory :class:`imagecheck.cluster.model.Cluster` for unit tests of cluster mode: objects
+"""An in-memory :class:`imagecheck.cluster._model.Cluster` for unit tests of cluster mode: objects
 kept as JSON, every write recorded, RBAC refusals on demand. (The integration tests use the
 real client, ``cluster/api.py``, against an HTTPS API stand-in instead.)"""
 
@@ -9,15 +9,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from imagecheck.cluster.model import (
-    JSON,
-    AlreadyExists,
-    Conflict,
-    Forbidden,
-    Gone,
-    Kind,
-    Selector,
-)
+from imagecheck.cluster import Selector
+from imagecheck.cluster._model import JSON, AlreadyExists, Conflict, Forbidden, Gone, Kind
 
 
 @dataclass

@@ -24,8 +24,13 @@ from typing import Any
 
 import httpx
 
-from imagecheck.mediatypes import DOCKER_MANIFEST, DOCKER_MANIFEST_LIST, OCI_INDEX, OCI_MANIFEST
-from imagecheck.platform import Platform
+from imagecheck.registry import Platform
+from imagecheck.registry._mediatypes import (
+    DOCKER_MANIFEST,
+    DOCKER_MANIFEST_LIST,
+    OCI_INDEX,
+    OCI_MANIFEST,
+)
 
 __all__ = [
     "DOCKER_CONFIG",
@@ -45,7 +50,7 @@ __all__ = [
 ]
 
 # Config and layer types: only what this pusher writes needs them (manifest types, which
-# imagecheck reads, are in imagecheck.mediatypes).
+# imagecheck reads, are in imagecheck.registry._mediatypes).
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 DOCKER_CONFIG = "application/vnd.docker.container.image.v1+json"

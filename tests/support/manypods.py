@@ -8,7 +8,8 @@ import copy
 from collections.abc import AsyncIterator
 from typing import Any
 
-from imagecheck.cluster.model import JOB, JSON, Kind, Selector
+from imagecheck.cluster import Selector
+from imagecheck.cluster._model import JOB, JSON, Kind
 from tests.support.fakecluster import FakeCluster
 from tests.support.reapcase import FOUND, MISSING, job, pod
 

@@ -1,6 +1,6 @@
 """Shared by the tests of ``imagecheck reap``'s pass: pods and Jobs as the API returns them
 (times relative to :data:`NOW`), a faked registry, and a :class:`Setup` that runs one pass
-over the in-memory cluster with the real :class:`~imagecheck.client.ImageChecker`."""
+over the in-memory cluster with the real :class:`~imagecheck.registry._client.ImageChecker`."""
 
 from __future__ import annotations
 
@@ -15,11 +15,9 @@ from typing import Any
 import httpx
 import respx
 
-from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.cluster.reap import Outcome
-from imagecheck.cluster.reap_pass import Reaper, ReapOptions
-from imagecheck.credentials import Keychain
-from imagecheck.pullsecrets import PullSecretKeychain
+from imagecheck.authn import Keychain, PullSecretKeychain
+from imagecheck.cluster import Outcome, Reaper, ReapOptions
+from imagecheck.registry import ClientOptions, ImageChecker
 from tests.support.fakecluster import FakeCluster
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC).timestamp()

@@ -17,21 +17,13 @@ import httpx
 import pytest
 import respx
 
-from imagecheck.client import ClientOptions
-from imagecheck.cluster.audit import Use, audit, collect, parse_kind
-from imagecheck.cluster.model import (
-    CRONJOB,
-    DEPLOYMENT,
-    JOB,
-    POD,
-    REPLICASET,
-    SECRET,
-    Kind,
-    Selector,
-)
-from imagecheck.cluster.secrets import read_secrets
-from imagecheck.credentials import AnonymousKeychain
+from imagecheck.authn import AnonymousKeychain
+from imagecheck.cluster import Selector, audit, parse_kind
+from imagecheck.cluster._audit import Use, collect
+from imagecheck.cluster._model import CRONJOB, DEPLOYMENT, JOB, POD, REPLICASET, SECRET, Kind
+from imagecheck.cluster._secrets import read_secrets
 from imagecheck.errors import UsageError
+from imagecheck.registry import ClientOptions
 from imagecheck.result import Status
 from tests.support.fakecluster import FakeCluster
 

@@ -13,8 +13,9 @@ import pytest
 import respx
 from click.testing import CliRunner, Result
 
+import imagecheck.cluster
 from imagecheck.cli import cli
-from imagecheck.cluster.model import DEPLOYMENT, POD
+from imagecheck.cluster._model import DEPLOYMENT, POD
 from tests.support.fakecluster import FakeCluster
 
 DIGEST = "sha256:" + "ab" * 32
@@ -39,11 +40,17 @@ def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
             connected.append(how)
             return fake
 
-    api = types.ModuleType("imagecheck.cluster.api")
+    api = types.ModuleType("imagecheck.cluster._api")
     api.KubeCluster = KubeCluster  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "imagecheck.cluster.api", api)
+    monkeypatch.setitem(sys.modules, "imagecheck.cluster._api", api)
+    forget_extra(monkeypatch)
     fake.connected = connected  # type: ignore[attr-defined]
     return fake
+
+
+def forget_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The package face keeps a name once loaded: drop it so that the stand-in is loaded."""
+    monkeypatch.delitem(vars(imagecheck.cluster), "KubeCluster", raising=False)
 
 
 @pytest.fixture
@@ -128,7 +135,8 @@ def test_a_refused_list_is_one_line_naming_the_rbac_rule(
 def test_without_the_cluster_extra_it_says_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch, network: respx.MockRouter, env: dict[str, str | None]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "imagecheck.cluster.api", None)
+    monkeypatch.setitem(sys.modules, "imagecheck.cluster._api", None)
+    forget_extra(monkeypatch)
     result = run([], env)
     assert result.exit_code == 2
     assert "pip install 'imagecheck[cluster]'" in result.stderr

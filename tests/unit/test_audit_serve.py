@@ -16,13 +16,13 @@ from click.testing import CliRunner
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from imagecheck.authn import AnonymousKeychain
 from imagecheck.cli import cli
-from imagecheck.client import ClientOptions
-from imagecheck.cluster.audit import AuditReport, audit
-from imagecheck.cluster.exporter import AuditMetrics
-from imagecheck.cluster.model import DEPLOYMENT, STATEFULSET, Selector
-from imagecheck.cluster.serve import Auditor, app
-from imagecheck.credentials import AnonymousKeychain
+from imagecheck.cluster import Auditor, AuditReport, Selector, audit
+from imagecheck.cluster._exporter import AuditMetrics
+from imagecheck.cluster._model import DEPLOYMENT, STATEFULSET
+from imagecheck.cluster._serve import app
+from imagecheck.registry import ClientOptions
 from tests.support.fakecluster import FakeCluster
 from tests.unit.test_audit import sync
 

@@ -1,4 +1,4 @@
-"""Tests for imagecheck.auth through :class:`ImageChecker`, the network faked with respx.
+"""Tests for imagecheck.registry._auth through :class:`ImageChecker`, the network faked with respx.
 
 Each test sets up a registry (``registry.test``) and a token service (``auth.test``) as respx
 routes, runs a check, and asserts on the answer and on what the fake servers *received*: the
@@ -19,21 +19,22 @@ import httpx
 import pytest
 import respx
 
-from imagecheck.auth import TokenCache, names_host, names_realm
-from imagecheck.bounded import MAX_TOKEN_RESPONSE
-from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import (
-    AnonymousKeychain,
-    ChainKeychain,
-    Credentials,
-    Keychain,
-    StaticKeychain,
-)
+from imagecheck._capped import MAX_TOKEN_RESPONSE
+from imagecheck._deadline import Deadline
+from imagecheck.authn import AnonymousKeychain, ChainKeychain, Credentials, Keychain
+from imagecheck.authn._credentials import StaticKeychain
 from imagecheck.errors import Hint, ProtocolError
 from imagecheck.reference import Reference, parse_reference
+from imagecheck.registry import ClientOptions, ImageChecker
+from imagecheck.registry._auth import TokenCache, names_host, names_realm
+from imagecheck.registry._retry import RetryPolicy
+from imagecheck.registry._tokens import (
+    DEFAULT_EXPIRES_IN,
+    MAX_EXPIRES_IN,
+    Token,
+    parse_token_response,
+)
 from imagecheck.result import CheckResult, Status
-from imagecheck.retry import Deadline, RetryPolicy
-from imagecheck.tokens import DEFAULT_EXPIRES_IN, MAX_EXPIRES_IN, Token, parse_token_response
 
 REGISTRY = "https://registry.test"
 REALM = "https://auth.test/token"

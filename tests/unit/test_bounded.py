@@ -1,4 +1,4 @@
-"""The one place untrusted bodies, JSON and text are bounded (imagecheck/bounded.py)."""
+"""Where untrusted bodies, JSON and text are bounded: ``imagecheck._capped``, ``_text``."""
 
 from __future__ import annotations
 
@@ -10,17 +10,15 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from imagecheck.bounded import (
-    authorization_secrets,
+from imagecheck._capped import (
     bound_body,
     parse_json,
     parse_json_object,
-    printable,
     read_capped,
     read_capped_sync,
     read_prefix,
-    redact,
 )
+from imagecheck._text import authorization_secrets, printable, redact
 from imagecheck.errors import CredentialsError, ProtocolError
 
 T = TypeVar("T")

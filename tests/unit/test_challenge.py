@@ -1,11 +1,11 @@
-"""Tests for imagecheck.challenge: WWW-Authenticate parsing (RFC 9110 11.6.1), table-driven."""
+"""Tests for the registry challenge: WWW-Authenticate parsing (RFC 9110 11.6.1), table-driven."""
 
 from __future__ import annotations
 
 import pytest
 
-from imagecheck.challenge import Challenge, parse_challenges, pick_challenge
 from imagecheck.errors import ProtocolError, RegistryError
+from imagecheck.registry._challenge import Challenge, parse_challenges, pick_challenge
 
 HUB_BEARER = 'Bearer realm="https://auth.docker.io/token",service="registry.docker.io"'
 

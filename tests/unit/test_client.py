@@ -1,4 +1,4 @@
-"""Tests for imagecheck.client through :class:`ImageChecker`, the network faked with respx.
+"""Tests for the registry client through :class:`ImageChecker`, the network faked with respx.
 
 Each test sets up ``registry.test`` as respx routes, runs a check, and asserts on the
 :class:`CheckResult` and on what the fake registry *received* (paths, Accept, Authorization,
@@ -16,13 +16,14 @@ import httpx
 import pytest
 import respx
 
-from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import Credentials, StaticKeychain
+from imagecheck._deadline import Deadline
+from imagecheck.authn import Credentials
+from imagecheck.authn._credentials import StaticKeychain
 from imagecheck.errors import Hint, UsageError
-from imagecheck.platform import Platform
 from imagecheck.reference import parse_reference
+from imagecheck.registry import ClientOptions, ImageChecker, Platform
+from imagecheck.registry._retry import RetryPolicy
 from imagecheck.result import CheckResult, Status
-from imagecheck.retry import Deadline, RetryPolicy
 
 REGISTRY = "https://registry.test"
 HEAD_URL = f"{REGISTRY}/v2/app/manifests/1.0"

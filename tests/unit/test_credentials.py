@@ -1,4 +1,4 @@
-"""Tests for imagecheck.credentials: config.json keychains and their precedence, table-driven."""
+"""Tests for the credentials: config.json keychains and their precedence, table-driven."""
 
 from __future__ import annotations
 
@@ -9,16 +9,11 @@ from typing import Any
 
 import pytest
 
-from imagecheck.authfiles import AuthsKeychain
-from imagecheck.credentials import (
-    AnonymousKeychain,
-    ChainKeychain,
-    Credentials,
-    StaticKeychain,
-)
+from imagecheck.authn import AnonymousKeychain, ChainKeychain, Credentials, default_keychain
+from imagecheck.authn._configfiles import AuthsKeychain
+from imagecheck.authn._credentials import StaticKeychain
 from imagecheck.errors import CredentialsError, UsageError
 from imagecheck.reference import parse_reference
-from imagecheck.sources import default_keychain
 
 
 def b64(text: str) -> str:

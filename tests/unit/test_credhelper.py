@@ -1,4 +1,4 @@
-"""Tests for imagecheck.credhelper.CredentialHelpers: real helper processes (shell scripts on
+"""Tests for imagecheck.authn._helpers.CredentialHelpers: real helper processes (shell scripts on
 PATH, each logging its calls), asked once per (helper, server), single-flight, capped."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from imagecheck.credhelper import CredentialHelpers
+from imagecheck._deadline import Deadline
+from imagecheck.authn._helpers import CredentialHelpers
 from imagecheck.errors import CredentialsError, DeadlineExceeded
-from imagecheck.retry import Deadline
 
 BODIES = {
     "ok": 'sleep 0.2; printf \'{"Username":"u","Secret":"s-%s"}\' "$server"',
@@ -123,7 +123,7 @@ def test_a_cancellation_during_the_kill_still_reaps_the_helper(
     """The run's deadline cancels a check while it kills its helper: the helper is reaped on
     this loop all the same, or the child watcher says "Loop ... that handles pid N is closed"
     on stderr after the loop has closed (seen once in CI on a loaded machine)."""
-    from imagecheck.helperproc import ask_helper  # noqa: PLC0415
+    from imagecheck.authn._helperproc import ask_helper  # noqa: PLC0415
 
     async def main() -> None:
         task = asyncio.ensure_future(ask_helper("hangs", "a.test", timeout=30))

@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from imagecheck.cluster.model import JOB, POD, Cluster, Conflict, Forbidden, Selector
+from imagecheck.cluster import Cluster, Selector
+from imagecheck.cluster._model import JOB, POD, Conflict, Forbidden
 from tests.support.fakecluster import FakeCluster, merge_patch
 
 

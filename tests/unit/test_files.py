@@ -1,4 +1,4 @@
-"""Tests for imagecheck.files: regular files only, capped, never blocking on a FIFO.
+"""Tests for imagecheck._files: regular files only, capped, never blocking on a FIFO.
 
 A FIFO nobody writes to is the regression to fear: a plain ``open`` blocks forever. Each
 FIFO test has a short pytest-timeout, so a regression fails here instead of hanging the run.
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from imagecheck._files import read_regular_file, size_text, write_regular_file
 from imagecheck.errors import CredentialsError, UsageError
-from imagecheck.files import read_regular_file, size_text, write_regular_file
 
 LIMIT = 1024
 

@@ -1,4 +1,4 @@
-"""Tests for imagecheck.httperrors: every status maps to one typed error, worded one way."""
+"""Tests for imagecheck.registry._status: every status maps to one typed error, worded one way."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from imagecheck.errors import AuthenticationError, ProtocolError, RegistryError, TransientError
-from imagecheck.httperrors import reason, status_error
+from imagecheck.registry._status import reason, status_error
 
 REQUEST = httpx.Request("GET", "https://registry.test/v2/app/manifests/1")
 OCI_BODY = b'{"errors": [{"code": "DENIED", "message": "no"}]}'

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from imagecheck.cluster.lease import Elector, LeaseConfig
-from imagecheck.cluster.model import LEASE, ClusterError, Conflict, Forbidden, Kind
+from imagecheck.cluster import Elector, LeaseConfig
+from imagecheck.cluster._model import LEASE, ClusterError, Conflict, Forbidden, Kind
 from tests.support.fakecluster import FakeCluster
 
 T0 = 1_796_000_000.0

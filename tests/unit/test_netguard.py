@@ -1,4 +1,4 @@
-"""Tests for imagecheck.netguard: which destinations are refused, and that every hop of a
+"""Tests for imagecheck.registry._netguard: which destinations are refused, and that every hop of a
 check (ping, manifest, token request, each redirect) is asked before it is sent.
 
 The hop tests run :class:`ImageChecker` against respx routes; a route for every other URL
@@ -16,12 +16,14 @@ import httpx
 import pytest
 import respx
 
-from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import Credentials, StaticKeychain
-from imagecheck.netguard import numeric_host, refusal
+from imagecheck._deadline import Deadline
+from imagecheck.authn import Credentials
+from imagecheck.authn._credentials import StaticKeychain
 from imagecheck.reference import parse_reference
+from imagecheck.registry import ClientOptions, ImageChecker
+from imagecheck.registry._netguard import numeric_host, refusal
+from imagecheck.registry._retry import RetryPolicy
 from imagecheck.result import CheckResult, Status
-from imagecheck.retry import Deadline, RetryPolicy
 
 REGISTRY = "https://registry.test"
 REALM = "https://auth.test/token"

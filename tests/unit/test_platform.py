@@ -7,12 +7,11 @@ import json
 import pytest
 
 from imagecheck.errors import ProtocolError, UsageError
-from imagecheck.platform import (
-    Platform,
+from imagecheck.registry import Platform, parse_platform
+from imagecheck.registry._platform import (
     config_digest,
     config_platform,
     index_platforms,
-    parse_platform,
     schema1_platform,
 )
 

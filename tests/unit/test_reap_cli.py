@@ -17,9 +17,9 @@ from imagecheck.cli import cli
 from imagecheck.cli._options import CheckSettings, start_run
 from imagecheck.cli._reap import CLUSTER, reap
 from imagecheck.cli._reap_loop import reap_loop
-from imagecheck.cluster.model import JOB, JSON, POD, Forbidden, Kind, Selector, Unreachable
-from imagecheck.cluster.reap import Action, Outcome
-from imagecheck.cluster.reap_pass import ReapOptions
+from imagecheck.cluster import Outcome, ReapOptions, Selector
+from imagecheck.cluster._model import JOB, JSON, POD, Forbidden, Kind, Unreachable
+from imagecheck.cluster._reap import Action
 from tests.support.fakecluster import FakeCluster
 from tests.support.reapcase import MISSING, job, pod
 

@@ -11,9 +11,8 @@ import respx
 
 from imagecheck.cli._options import start_run
 from imagecheck.cli._reap_loop import LoopOptions, controller
-from imagecheck.cluster.model import JOB, POD
-from imagecheck.cluster.reap import Outcome
-from imagecheck.cluster.reap_pass import ReapOptions
+from imagecheck.cluster import Outcome, ReapOptions
+from imagecheck.cluster._model import JOB, POD
 from tests.support.fakecluster import FakeCluster
 from tests.support.reapcase import job, pod
 from tests.unit.test_reap_cli import _registry_defaults, fake_registry

@@ -12,12 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.cluster.model import JOB, JSON, POD, Kind, Unreachable
-from imagecheck.cluster.reap import REAPED, Action
-from imagecheck.cluster.reap_loop import ReapLoop
-from imagecheck.cluster.reap_metrics import ReapMetrics
-from imagecheck.cluster.reap_pass import Reaper, ReapOptions
+from imagecheck.cluster import Reaper, ReapLoop, ReapMetrics, ReapOptions
+from imagecheck.cluster._model import JOB, JSON, POD, Kind, Unreachable
+from imagecheck.cluster._reap import REAPED, Action
+from imagecheck.registry import ClientOptions, ImageChecker
 from tests.support.fakecluster import FakeCluster, Write
 from tests.support.reapcase import NOW, Setup, job, pod
 

@@ -11,11 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
-from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.cluster.model import JOB, POD, Gone, Kind, Selector, Unreachable
-from imagecheck.cluster.reap import Action, Outcome
-from imagecheck.cluster.reap_loop import ReapLoop
-from imagecheck.cluster.reap_pass import Reaper, ReapOptions
+from imagecheck.cluster import Outcome, Reaper, ReapLoop, ReapOptions, Selector
+from imagecheck.cluster._model import JOB, POD, Gone, Kind, Unreachable
+from imagecheck.cluster._reap import Action
+from imagecheck.registry import ClientOptions, ImageChecker
 from tests.support.fakecluster import FakeCluster
 from tests.support.reapcase import NOW, Setup, job, pod
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from imagecheck.cluster.model import JOB, POD, Forbidden, Kind, Selector
-from imagecheck.cluster.reap import REAPED, Action, Malformed, stuck_pod
+from imagecheck.cluster import Selector
+from imagecheck.cluster._model import JOB, POD, Forbidden, Kind
+from imagecheck.cluster._reap import REAPED, Action, Malformed, stuck_pod
 from tests.support.fakecluster import FakeCluster
 from tests.support.reapcase import (
     Setup,

@@ -10,10 +10,9 @@ import logging
 import httpx
 import pytest
 
-from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.cluster.reap import Action
-from imagecheck.cluster.reap_loop import ReapLoop
-from imagecheck.cluster.reap_pass import Reaper, ReapOptions
+from imagecheck.cluster import Reaper, ReapLoop, ReapOptions
+from imagecheck.cluster._reap import Action
+from imagecheck.registry import ClientOptions, ImageChecker
 from tests.support.manypods import ManyPods
 from tests.support.reapcase import NOW, Setup
 

@@ -1,4 +1,4 @@
-"""Tests for imagecheck.reference: the reference grammar, table-driven."""
+"""Tests for imagecheck.reference._reference: the reference grammar, table-driven."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for imagecheck.retry: Retry-After, the backoff schedule, the deadline, table-driven.
+"""Tests for the retry policy: Retry-After, the backoff schedule, the deadline, table-driven.
 
 Time is injected everywhere: ``now`` for HTTP-dates, ``rng`` for jitter, an async ``sleep``
 that records the waits instead of waiting, and a clock for the :class:`Deadline`.
@@ -12,6 +12,7 @@ from typing import TypeVar
 
 import pytest
 
+from imagecheck._deadline import Deadline
 from imagecheck.errors import (
     AuthenticationError,
     DeadlineExceeded,
@@ -19,7 +20,7 @@ from imagecheck.errors import (
     RegistryError,
     TransientError,
 )
-from imagecheck.retry import TRANSIENT_STATUS_CODES, Deadline, RetryPolicy, parse_retry_after
+from imagecheck.registry._retry import TRANSIENT_STATUS_CODES, RetryPolicy, parse_retry_after
 
 T = TypeVar("T")
 

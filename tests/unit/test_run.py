@@ -19,7 +19,7 @@ import respx
 import imagecheck
 from imagecheck.cli import check, scan
 from imagecheck.errors import InvalidReferenceError, InvalidReferencesError, UsageError
-from imagecheck.platform import Platform
+from imagecheck.registry import Platform
 from imagecheck.run import client_options, default_deadline, registry_host
 
 DIGEST = "sha256:" + "ab" * 32

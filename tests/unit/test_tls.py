@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from imagecheck.reference import parse_reference
-from imagecheck.tls import is_loopback
+from imagecheck.registry._tls import is_loopback
 
 # (id, image reference, loopback?)
 CASES = [

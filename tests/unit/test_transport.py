@@ -1,4 +1,4 @@
-"""Tests for imagecheck.transport: httpx's exceptions as imagecheck's errors, and no library
+"""Tests for registry._exceptions: httpx's exceptions as imagecheck's errors, and no library
 text that can carry a header value (h11 quotes the one it refuses) in any message."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from imagecheck.errors import ProtocolError, RegistryError, TransientError
-from imagecheck.transport import transport_errors
+from imagecheck.registry._exceptions import transport_errors
 
 
 def raised(exc: Exception) -> RegistryError:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from imagecheck.client import ImageChecker, Progress
+from imagecheck._deadline import Deadline
+from imagecheck._wait import wait_for_images
 from imagecheck.reference import Reference, parse_reference
+from imagecheck.registry import ImageChecker, Progress
 from imagecheck.result import CheckResult, Status
-from imagecheck.retry import Deadline
-from imagecheck.wait import wait_for_images
 
 
 class Clock:

@@ -12,16 +12,17 @@ from typing import cast
 import httpx
 import pytest
 
-from imagecheck.auth import TokenCache, TokenKey
-from imagecheck.client import ClientOptions, ImageChecker
-from imagecheck.credentials import AnonymousKeychain
+from imagecheck._deadline import Deadline
+from imagecheck.authn import AnonymousKeychain
 from imagecheck.errors import ImagecheckError
 from imagecheck.kube import KubeClient
 from imagecheck.reference import parse_reference
+from imagecheck.registry import ClientOptions, ImageChecker
+from imagecheck.registry._auth import TokenCache, TokenKey
+from imagecheck.registry._retry import RetryPolicy
+from imagecheck.registry._tokens import Token
 from imagecheck.result import Status
-from imagecheck.retry import Deadline, RetryPolicy
-from imagecheck.tokens import Token
-from imagecheck.webhook.podsecrets import PodSecrets
+from imagecheck.webhook._podsecrets import PodSecrets
 
 
 def key(i: int) -> TokenKey:
@@ -150,7 +151,7 @@ def test_pod_secret_keychains_are_bounded_and_secrets_per_review_too() -> None:
 def test_registry_hosts_are_remembered_up_to_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """A webhook meets any host a pod spec names: what it keeps of each (the ping's scheme and
     challenge) is bounded, least recently used first, and a forgotten host is pinged again."""
-    monkeypatch.setattr("imagecheck.ping.MAX_REGISTRIES", 8)
+    monkeypatch.setattr("imagecheck.registry._ping.MAX_REGISTRIES", 8)
     pings: list[str] = []
 
     def registry(request: httpx.Request) -> httpx.Response:

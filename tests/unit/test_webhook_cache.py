@@ -1,4 +1,4 @@
-"""``imagecheck.webhook.cache.ResultCache``: TTLs on an injected clock, one registry request
+"""``imagecheck.webhook._cache.ResultCache``: TTLs on an injected clock, one registry request
 for concurrent lookups, and what is never cached. The checker is a fake with the one method
 the cache calls, ``async check(ref, deadline, image=...)``, recording each call."""
 
@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 import pytest
 
-from imagecheck.credentials import Keychain
+from imagecheck._deadline import Deadline
+from imagecheck.authn import Keychain
 from imagecheck.reference import Reference
 from imagecheck.result import CheckResult, Status
-from imagecheck.retry import Deadline
-from imagecheck.webhook.cache import Answers, ResultCache
+from imagecheck.webhook._cache import Answers, ResultCache
 
 if TYPE_CHECKING:
-    from imagecheck.client import ImageChecker
+    from imagecheck.registry import ImageChecker
 
 T = TypeVar("T")
 TAG_TTL = 60.0

@@ -1,4 +1,4 @@
-"""``imagecheck.webhook.protocol``: reviews that need no I/O answered in the turn their bytes
+"""``imagecheck.fastpath._framing``: reviews that need no I/O answered in the turn their bytes
 arrive, everything else by aiohttp, on one real listener over plain TCP (issue #14).
 
 Each case runs the same requests against two servers in this process, the same but for the
@@ -24,15 +24,16 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from imagecheck.client import ClientOptions
-from imagecheck.credentials import Keychain
+from imagecheck._deadline import Deadline
+from imagecheck.authn import Keychain
+from imagecheck.fastpath import Listener, handler_options
+from imagecheck.fastpath import _listener as listener_module
 from imagecheck.reference import Reference
+from imagecheck.registry import ClientOptions
 from imagecheck.result import CheckResult, Status
-from imagecheck.retry import Deadline
-from imagecheck.webhook import listener as listener_module
-from imagecheck.webhook.listener import Listener, handler_options
-from imagecheck.webhook.server import ServeSettings, Webhook
-from imagecheck.webhook.telemetry import JsonFormatter, lean_records
+from imagecheck.webhook import JsonFormatter
+from imagecheck.webhook._server import ServeSettings, Webhook
+from imagecheck.webhook._telemetry import lean_records
 from tests.support.registry import free_port
 
 FOUND = ("registry.test/app:1", "registry.test/app:2", "registry.test/db:1")

@@ -1,4 +1,4 @@
-"""``imagecheck.webhook.review``: AdmissionReview in, images out, the verdict and the answer
+"""``imagecheck.webhook._review``: AdmissionReview in, images out, the verdict and the answer
 back. Pure functions, so plain tables: every kind's pod spec, every container list, every
 status under every policy, and the response's shape and caps."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from imagecheck.reference import parse_reference
 from imagecheck.result import CheckResult, Status
-from imagecheck.webhook.review import (
+from imagecheck.webhook._review import (
     API_VERSION,
     MAX_DEPTH,
     BadReview,

@@ -1,4 +1,4 @@
-"""imagecheck.wire: the HTTP/1.1 transport under httpx (issue #14), against a raw socket server
+"""fastpath._client: the HTTP/1.1 transport under httpx, against a raw socket server
 that answers each request with scripted bytes. What matters is what goes over connections, so
 no HTTP library is on the server side: the bytes are exactly what a hostile or odd server
 sends. (The real registries of the integration suite test the transport's ordinary use: plain
@@ -14,7 +14,8 @@ import httpx
 import pytest
 import uvloop
 
-from imagecheck.wire import MAX_HEAD_BYTES, WireTransport
+from imagecheck.fastpath import WireTransport
+from imagecheck.fastpath._client import MAX_HEAD_BYTES
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 # Answers per request on one connection: bytes to send, or None to hang up without answering.

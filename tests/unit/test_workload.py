@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from imagecheck.kube import images_of
+from imagecheck.kube import JSON, pull_secrets
+from imagecheck.kube._incluster import images_of
+from imagecheck.kube._workload import OPERATOR_FIELDS, containers
 from imagecheck.scanning import scan_text
-from imagecheck.webhook.review import ContainerImage, parse_review
-from imagecheck.workload import JSON, OPERATOR_FIELDS, containers, pull_secrets
+from imagecheck.webhook._review import ContainerImage, parse_review
 
 SHAPES = Path(__file__).parent.parent / "fixtures" / "scan" / "shapes"
 FILES = sorted(SHAPES.glob("*.yaml"))

@@ -1,4 +1,4 @@
-"""``imagecheck.workload_json``: the webhook's walk of parsed JSON finds exactly the slots the
+"""``imagecheck.kube._workload_json``: the webhook's walk of parsed JSON finds exactly the slots the
 generic walk (``workload.containers(JSON, ...)``, the one ``scan`` shares) finds, in the same
 order, naming the same image values: over every manifest the tests and examples hold, the
 webhook review tests' workloads, one object per operator table entry, the shapes at the edge
@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from imagecheck import workload_json
-from imagecheck.workload import JSON, OPERATOR_FIELDS, containers
+from imagecheck.kube import JSON
+from imagecheck.kube import _workload_json as workload_json
+from imagecheck.kube._workload import OPERATOR_FIELDS, containers
 from tests.unit.test_webhook_review import ARGO_WORKFLOW, TEKTON_TASK, WORKLOADS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from imagecheck.platform import Platform
+from imagecheck.registry import Platform
 from tests.integration.conftest import RegistryEndpoint
 from tests.integration.differential.oracle import Access, Mirror
 from tests.integration.faultproxy import FaultProxy

@@ -1,0 +1,60 @@
+"""Credentials: where they come from and how they are chosen for a registry.
+
+A :class:`Keychain` answers one question, the credentials for a registry host (or none).
+Every source is one: flags (:class:`StaticKeychain`), Docker's ``config.json`` and podman's
+``auth.json`` (:class:`AuthsKeychain`), credential helpers (:class:`CredentialHelpers`),
+Kubernetes pull secrets (:class:`PullSecretKeychain`); :func:`default_keychain` composes them
+in the order the tools users know apply them, and :class:`AnonymousKeychain` is the explicit
+fall-back. Nothing here sends a request to a registry.
+"""
+
+from __future__ import annotations
+
+from imagecheck._lazy import load_export
+
+TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the name as true
+
+_EXPORTS = {
+    "AnonymousKeychain": "imagecheck.authn._credentials",
+    "ChainKeychain": "imagecheck.authn._credentials",
+    "Credentials": "imagecheck.authn._credentials",
+    "Keychain": "imagecheck.authn._credentials",
+    "PullSecretKeychain": "imagecheck.authn._pullsecrets",
+    "bearer_problem": "imagecheck.authn._credentials",
+    "default_keychain": "imagecheck.authn._default",
+    "resolve_credentials": "imagecheck.authn._credentials",
+}
+
+if TYPE_CHECKING:
+    from imagecheck.authn._credentials import (
+        AnonymousKeychain,
+        ChainKeychain,
+        Credentials,
+        Keychain,
+        bearer_problem,
+        resolve_credentials,
+    )
+    from imagecheck.authn._default import default_keychain
+    from imagecheck.authn._pullsecrets import PullSecretKeychain
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        """The names above, imported on first use (PEP 562)."""
+        return load_export(__name__, _EXPORTS, name, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = [
+    "AnonymousKeychain",
+    "ChainKeychain",
+    "Credentials",
+    "Keychain",
+    "PullSecretKeychain",
+    "bearer_problem",
+    "default_keychain",
+    "resolve_credentials",
+]

@@ -1,0 +1,50 @@
+"""The registry client: what ``check`` asks a registry, and how.
+
+:class:`ImageChecker` pings ``/v2/``, reads the challenge, answers it (Basic, or a Bearer
+token from the realm the registry names), then asks for the manifest (``HEAD``, ``GET`` when
+a platform has to be picked from an index) and turns each answer into a
+:class:`~imagecheck.result.CheckResult`. HTTP status maps to one typed error that knows
+whether it is temporary, and :class:`RetryPolicy` retries on that alone, within the run's
+deadline. TLS trust, the network guard (which destinations a redirect or a realm may name)
+and the bounded reading of every body live here too.
+"""
+
+from __future__ import annotations
+
+from imagecheck._lazy import load_export
+
+TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the name as true
+
+_EXPORTS = {
+    "ClientOptions": "imagecheck.registry._client",
+    "ImageChecker": "imagecheck.registry._client",
+    "Platform": "imagecheck.registry._platform",
+    "Progress": "imagecheck.registry._client",
+    "Sleep": "imagecheck.registry._retry",
+    "parse_platform": "imagecheck.registry._platform",
+}
+
+if TYPE_CHECKING:
+    from imagecheck.registry._client import ClientOptions, ImageChecker, Progress
+    from imagecheck.registry._platform import Platform, parse_platform
+    from imagecheck.registry._retry import Sleep
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> object:
+        """The names above, imported on first use (PEP 562)."""
+        return load_export(__name__, _EXPORTS, name, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = [
+    "ClientOptions",
+    "ImageChecker",
+    "Platform",
+    "Progress",
+    "Sleep",
+    "parse_platform",
+]

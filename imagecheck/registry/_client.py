@@ -1,0 +1,417 @@
+"""The registry client: it owns the ``httpx`` clients (TLS, limits, the hooks every request
+passes), and checks images: concurrently, each against its mirrors then its registry, within
+the run's deadline.
+
+``ImageChecker.check_many`` checks images concurrently (bounded), sharing connections, pings
+and tokens. A check is one attempt, and another while the failure may pass (the policy in
+``retry.py``). The steps of an attempt live in their own modules:
+
+    ping.py        GET /v2/ once per registry host: the scheme (HTTPS, or plain HTTP where
+                   allowed) and the challenge
+    auth.py        the auth flow that answers the challenge (tokens.py asks the token service)
+    manifest.py    HEAD/GET the manifest and classify the answer (digest.py verifies digests)
+    httperrors.py  an HTTP status as a typed error
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import ssl
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Self
+
+import httpx
+
+from imagecheck import __version__
+from imagecheck._capped import MAX_ERROR_BODY, MAX_MANIFEST_SIZE, bound_body
+from imagecheck._deadline import Deadline
+from imagecheck.authn import AnonymousKeychain, Credentials, Keychain, resolve_credentials
+from imagecheck.errors import AuthenticationError, RegistryError, TransientError
+from imagecheck.fastpath import WireTransport
+from imagecheck.reference import Reference
+from imagecheck.registry._auth import RegistryAuth, TokenCache
+from imagecheck.registry._manifest import ManifestCheck
+from imagecheck.registry._netguard import check_destination
+from imagecheck.registry._ping import PROBE, Clients, Registries
+from imagecheck.registry._platform import Platform
+from imagecheck.registry._retry import RetryPolicy
+from imagecheck.registry._tls import Trust, insecure_ssl_context
+from imagecheck.registry._tokens import TokenFetcher
+from imagecheck.result import CheckResult, Status
+
+log = logging.getLogger("imagecheck")
+
+# Errors remembered for checks in progress (one each): more than run at once, and bounded.
+MAX_LAST_ERRORS = 4096
+_PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
+# Told (checks ended, checks in all): a front end's progress counter.
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """How to reach registries. Built once by the CLI (or a library user)."""
+
+    timeout: float = 10.0
+    retries: int = 3
+    concurrency: int = 16
+    insecure_registries: frozenset[str] = frozenset()
+    ca_files: tuple[Path, ...] = ()
+    user_agent: str = f"imagecheck/{__version__}"
+    # (source registry, mirror host) pairs, in the order mirrors are tried.
+    mirrors: tuple[tuple[str, str], ...] = ()
+    # Count a 401/403 on the manifest (after a token was granted) as missing.
+    denied_as_missing: bool = False
+    # Found is not enough: the image must offer this platform.
+    platform: Platform | None = None
+
+
+class ImageChecker:
+    """Checks image references against their registries. Use as an async context manager."""
+
+    def __init__(
+        self,
+        options: ClientOptions | None = None,
+        keychain: Keychain | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        self.options = options or ClientOptions()
+        self.keychain: Keychain = keychain or AnonymousKeychain()
+        self.retry = retry_policy or RetryPolicy(retries=self.options.retries)
+        # Called with (request kind, HTTP status) for every registry answer (metrics).
+        self.observers: list[Callable[[str, int], None]] = []
+        # The configured CAs now; the system store when the first HTTPS request needs it (a
+        # plain-HTTP local registry never does). See _on_request and ping.py.
+        self._trust = Trust(self.options.ca_files)
+        self._tokens = TokenCache()
+        # The last error of each check in progress, for a check the deadline cuts short.
+        self._last_error = _LastErrors()
+        # As many connections as checks run at once, all kept alive between requests: httpx
+        # keeps 20 by default, so above that every request past the 20th would open one anew.
+        pool_size = max(1, self.options.concurrency)
+        limits = httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size)
+        common = {
+            "timeout": httpx.Timeout(self.options.timeout),
+            "limits": limits,
+            # Asked for identity; a body compressed unasked is still decoded within its cap.
+            "headers": {"User-Agent": self.options.user_agent, "Accept-Encoding": "identity"},
+            "follow_redirects": True,
+            "event_hooks": {
+                "request": [self._on_request],
+                "response": [self._on_response, _bound_body],
+            },
+        }
+
+        def client(verify: ssl.SSLContext) -> httpx.AsyncClient:
+            chosen = transport
+            if chosen is None and not _proxied():
+                # imagecheck's own HTTP/1.1 transport (wire.py, issue #14). With a proxy in the
+                # environment, httpx's: it alone reads the proxy variables, and only when it is
+                # given no transport.
+                chosen = WireTransport(verify, max_connections=pool_size)
+            made = httpx.AsyncClient(verify=verify, transport=chosen, **common)  # type: ignore[arg-type]
+            if isinstance(getattr(made, "_cookies", None), httpx.Cookies):
+                made._cookies = _NoCookies()  # see _NoCookies; the setter would copy it
+            return made
+
+        # Registries and token services each have a pool of their own (ping.Clients).
+        self._clients = Clients(client(self._trust.context), client(self._trust.context))
+        # Only when some registry is explicitly insecure: TLS without verification.
+        self._insecure_clients = (
+            Clients(client(insecure_ssl_context()), client(insecure_ssl_context()))
+            if self.options.insecure_registries
+            else self._clients
+        )
+        # Per registry host, what its ping said; bounded (issue #10).
+        self._registries = Registries(
+            self._clients, self._insecure_clients, self._trust, self.options.insecure_registries
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        pairs = [self._clients]
+        if self._insecure_clients is not self._clients:
+            pairs.append(self._insecure_clients)
+        for pair in pairs:
+            await pair.registry.aclose()
+            await pair.token.aclose()
+
+    # -- public API ---------------------------------------------------------------------
+
+    async def check_many(
+        self,
+        items: Sequence[tuple[str, Reference]],
+        deadline: Deadline,
+        *,
+        checked: Progress | None = None,
+    ) -> list[CheckResult]:
+        """Check every ``(image text, reference)`` pair, at most ``concurrency`` at once.
+
+        Results come back in input order. Each distinct reference is checked once (as the
+        text it was first given as); every input gets its result, with its own text. Checks
+        still running at the deadline are cancelled, and they and those not yet started are
+        reported as errors; the finished ones keep their answers. ``checked`` is called with
+        (checks ended, checks in all) as each distinct reference's check ends, answered or
+        cut short.
+        """
+        firsts: dict[Reference, str] = {}
+        for image, ref in items:
+            firsts.setdefault(ref, image)
+        answers = await self._check_distinct(firsts, deadline, checked)
+        del firsts
+        results: list[CheckResult] = []
+        for image, ref in items:
+            result = answers[ref]
+            results.append(result if result.image == image else replace(result, image=image))
+        return results
+
+    async def _check_distinct(
+        self, firsts: dict[Reference, str], deadline: Deadline, checked: Progress | None
+    ) -> dict[Reference, CheckResult]:
+        """Each of ``firsts``' references checked (as its image text) by ``concurrency``
+        workers that take them one at a time, in order: a few tasks for the run, not one per
+        image, which cost about 1.3 KiB each until the run ended (100,000 images: 375 MiB
+        peak, issue #14). The answer of each, or how the deadline cut it short."""
+        answers: dict[Reference, CheckResult] = {}
+        ended = _Ends(len(firsts), checked)
+        todo = iter(firsts.items())
+
+        async def worker() -> None:
+            for ref, image in todo:
+                answers[ref] = await self.check(ref, deadline, image=image)
+                ended.one()
+
+        workers = [
+            asyncio.create_task(worker())
+            for _ in range(min(max(1, self.options.concurrency), len(firsts)))
+        ]
+        done: set[asyncio.Task[None]] = set()
+        try:
+            if workers:
+                done, _ = await asyncio.wait(workers, timeout=deadline.remaining())
+        finally:
+            # At the deadline, or when the run itself is cancelled: no check goes on.
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+        for task in done:
+            task.result()  # a check that raised (a bug: registry trouble is a result)
+        for ref, image in firsts.items():
+            if ref not in answers:  # running at the deadline, or not yet started
+                answers[ref] = _cut_short(image, ref, self._last_error.get(image))
+                ended.one()
+        return answers
+
+    async def check(
+        self,
+        ref: Reference,
+        deadline: Deadline,
+        *,
+        image: str | None = None,
+        keychain: Keychain | None = None,
+    ) -> CheckResult:
+        """Check one reference; never raises for registry trouble (that is a result).
+
+        With mirrors configured for its registry, they are asked first, in order, and the
+        registry itself last, as containerd does with ``hosts.toml``: the first *found* wins,
+        and only the last host's answer is final otherwise. ``keychain`` replaces the
+        checker's own for this check (the webhook adds a pod's pull secrets).
+        """
+        image = str(ref) if image is None else image
+        started = time.monotonic()
+        endpoints = self._endpoints(ref)
+        tried: list[str] = []
+        for endpoint in endpoints:
+            result = await self._check_endpoint(endpoint, image, deadline, keychain)
+            if result.status is Status.FOUND or endpoint is endpoints[-1]:
+                break
+            tried.append(f"{endpoint.api_host}: {result.status.value}")
+        self._last_error.pop(image)  # the result says it now
+        if tried:
+            result = replace(result, message=f"{result.message} (mirrors: {'; '.join(tried)})")
+        elapsed = (time.monotonic() - started) * 1000
+        return replace(result, reference=ref, elapsed_ms=elapsed)
+
+    def _endpoints(self, ref: Reference) -> list[Reference]:
+        mirrors = [m for source, m in self.options.mirrors if source == ref.registry]
+        return [*(replace(ref, registry=m) for m in mirrors), ref]
+
+    async def _check_endpoint(
+        self, ref: Reference, image: str, deadline: Deadline, keychain: Keychain | None
+    ) -> CheckResult:
+        keys = keychain or self.keychain
+        try:
+            # Before any request to the registry, inside the deadline, outside the attempt's
+            # timeout: a credential helper runs here, once per registry (issue #10).
+            creds = await resolve_credentials(keys, ref, deadline)
+            result = await self.retry.run(lambda: self._attempt(ref, image, creds), deadline)
+        except RegistryError as exc:
+            status = Status.DENIED if isinstance(exc, AuthenticationError) else Status.ERROR
+            return CheckResult(
+                image, ref, status, message=str(exc), registry=ref.api_host, hint=exc.hint
+            )
+        if result.status is Status.DENIED and self.options.denied_as_missing:
+            # Docker Hub (for missing repositories) and Artifactory virtual repositories deny
+            # what does not exist; the token exchange succeeded, so call it missing.
+            message = f"{result.message}; counted as missing, as asked"
+            return replace(result, status=Status.MISSING, message=message)
+        return result
+
+    # -- one attempt ----------------------------------------------------------------------
+
+    async def _attempt(
+        self, ref: Reference, image: str, candidates: Sequence[Credentials]
+    ) -> CheckResult:
+        """One try at one host, within the attempt's timeout: the ping (once per host), then
+        the manifest."""
+        try:
+            async with asyncio.timeout(self.options.timeout):
+                registry = await self._registries.reach(ref)
+                fetcher = TokenFetcher(
+                    registry.clients.token, registry_host=registry.auth.base_url.host
+                )
+                auth = RegistryAuth(registry.auth, candidates, self._tokens, fetcher)
+                return await ManifestCheck(ref, image, registry, auth, self.options.platform).run()
+        except TimeoutError:
+            error = TransientError(
+                f"{ref.api_host} did not answer within {self.options.timeout:g}s"
+            )
+            self._last_error.note(image, str(error))
+            raise error from None
+        except RegistryError as exc:
+            # Kept so that a check the deadline cuts short can still say what went wrong.
+            self._last_error.note(image, str(exc))
+            raise
+
+    # -- the hooks every request passes ---------------------------------------------------
+
+    async def _on_request(self, request: httpx.Request) -> None:
+        # Every request and every redirect hop, before its connection or DNS lookup: httpx
+        # runs this hook per hop. A hook rather than a transport wrapper, because httpx
+        # ignores the proxy environment variables when it is given a transport.
+        check_destination(request)
+        if request.url.scheme == "https" and not request.extensions.get(PROBE):
+            self._trust.load()  # the first real HTTPS request: now the CA store is worth it
+        if log.isEnabledFor(logging.DEBUG):
+            _log_request(request)
+
+    async def _on_response(self, response: httpx.Response) -> None:
+        for observe in self.observers:
+            observe(_request_kind(response.request), response.status_code)
+        if log.isEnabledFor(logging.DEBUG):
+            _log_response(response)
+
+
+class _NoCookies(httpx.Cookies):
+    """A cookie jar that keeps nothing. Registry clients keep no cookies (Docker, containerd
+    and the kubelet have no jar): the protocol has none, a registry's ``Set-Cookie`` would be
+    sent to it again unasked, and in ``serve`` the jar would grow with every registry's
+    cookies for the life of the process. It also spares httpx's per-response work of
+    building urllib objects for the standard library's cookie policy (a tenth of a check's
+    CPU, issue #14)."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        return None
+
+
+class _LastErrors:
+    """The last error of each check in progress, by image text. Bounded (issue #10): a finished
+    check drops its entry (``ImageChecker.check``); the entries of checks that never finish
+    are dropped oldest first past MAX_LAST_ERRORS."""
+
+    def __init__(self) -> None:
+        self._errors: OrderedDict[str, str] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._errors)
+
+    def note(self, image: str, message: str) -> None:
+        self._errors[image] = message
+        self._errors.move_to_end(image)
+        while len(self._errors) > MAX_LAST_ERRORS:
+            self._errors.popitem(last=False)
+
+    def get(self, image: str) -> str | None:
+        return self._errors.get(image)
+
+    def pop(self, image: str) -> None:
+        self._errors.pop(image, None)
+
+
+def _proxied() -> bool:
+    """Whether the environment names a proxy, as httpx reads it (``urllib``'s ``*_proxy``
+    variables, any case: http, https, all)."""
+    return any(value and name.lower() in _PROXY_VARIABLES for name, value in os.environ.items())
+
+
+class _Ends:
+    """Counts the checks that ended, answered or cut short, for a ``Progress`` callback."""
+
+    __slots__ = ("_checked", "_count", "_total")
+
+    def __init__(self, total: int, checked: Progress | None) -> None:
+        self._count = 0
+        self._total = total
+        self._checked = checked
+
+    def one(self) -> None:
+        self._count += 1
+        if self._checked is not None:
+            self._checked(self._count, self._total)
+
+
+def _cut_short(image: str, ref: Reference, last: str | None) -> CheckResult:
+    """The result of a check the deadline cancelled, with the last error it met, if any."""
+    message = "deadline exceeded before the registry answered"
+    return CheckResult(
+        image,
+        ref,
+        Status.ERROR,
+        message=f"{message} (last error: {last})" if last else message,
+        registry=ref.api_host,
+    )
+
+
+def _log_request(request: httpx.Request) -> None:
+    """Method, URL without its query, and the auth scheme: never a credential or a body."""
+    auth = request.headers.get("Authorization")
+    shown = f" (Authorization: {auth.split(' ', 1)[0]} [redacted])" if auth else ""
+    log.debug("> %s %s%s", request.method, request.url.copy_with(query=None), shown)
+
+
+def _log_response(response: httpx.Response) -> None:
+    request = response.request
+    log.debug("< %s %s %s", response.status_code, request.method, request.url.copy_with(query=None))
+
+
+def _request_kind(request: httpx.Request) -> str:
+    path = request.url.path
+    if path == "/v2/":
+        return "ping"
+    if "/manifests/" in path:
+        return "manifest"
+    return "blob" if "/blobs/" in path else "token"
+
+
+async def _bound_body(response: httpx.Response) -> None:
+    """A response hook. httpx reads two kinds of body whole, by itself: a redirect's, and that
+    of a 401 the auth flow answers with a token. Nobody uses either: at most a prefix of them
+    is read, and dropped. Every other body is read by a capped reader (``manifest.py``, the
+    token fetcher, the ping's prefix); this caps them once more, at the largest of those."""
+    if response.status_code == 401 or response.has_redirect_location:
+        bound_body(response, limit=MAX_ERROR_BODY, drop=True)
+    else:
+        bound_body(response, limit=MAX_MANIFEST_SIZE, drop=False)
