@@ -22,7 +22,7 @@ regexp.go), with go-digest v1.0.0 checking the digest. Case for case:
   ``localhost``, or has an uppercase letter (``Foo/bar`` is host ``Foo``, path ``bar``);
   otherwise the whole name is a Docker Hub repository (``splitDockerDomain``); a dotted
   first component that is no host name but a path component (``my_host.lan/app``) is a
-  registry too (see ``reference_rules._path_host``);
+  registry too (see ``_rules._path_host``);
 * exactly ``docker.io`` and ``index.docker.io`` (no other spelling, not
   ``registry-1.docker.io``) are Docker Hub, named ``docker.io``; a one-component Hub
   repository is an official image under ``library/``; no tag and no digest means ``latest``;
@@ -84,7 +84,7 @@ class Reference:
     digest: str | None
 
     def __post_init__(self) -> None:
-        reason = field_problem(self)
+        reason = field_problem(self.registry, self.repository, self.tag, self.digest)
         if reason is not None:
             raise InvalidReferenceError(str(self), reason)
 

@@ -8,10 +8,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from imagecheck.reference._reference import Reference
 
 _PATH_MAX = 255  # distribution's RepositoryNameTotalLengthMax: the path, not the domain
 _TAG_MAX = 128
@@ -33,16 +29,19 @@ _LOWER_HEX = re.compile(r"[0-9a-f]+")
 _SUPPORTED_DIGESTS = {"sha256": 64, "sha384": 96, "sha512": 128}
 
 
-def field_problem(ref: Reference) -> str | None:
-    """The first problem with a Reference's fields, or None."""
-    if ref.tag is None and ref.digest is None:
+def field_problem(
+    registry: str, repository: str, tag: str | None, digest: str | None
+) -> str | None:
+    """The first problem with a reference's fields, or None. The fields come one by one, not
+    as a ``Reference``, so that the value type depends on its rules and not the other way."""
+    if tag is None and digest is None:
         return "a reference needs a tag or a digest"
     return (
-        _registry_problem(ref.registry)
-        or _repository_problem(ref.repository)
-        or _path_length_problem(ref)
-        or (None if ref.tag is None else _tag_problem(ref.tag))
-        or (None if ref.digest is None else _digest_problem(ref.digest))
+        _registry_problem(registry)
+        or _repository_problem(repository)
+        or _path_length_problem(registry, repository)
+        or (None if tag is None else _tag_problem(tag))
+        or (None if digest is None else _digest_problem(digest))
     )
 
 
@@ -111,10 +110,10 @@ def _ipv6_problem(host: str) -> str | None:
     )
 
 
-def _path_length_problem(ref: Reference) -> str | None:
+def _path_length_problem(registry: str, repository: str) -> str | None:
     """The path alone (``library/`` included), not the registry, as distribution's ``Parse``
     measures it; with the registry when that is part of the path (``_path_host``)."""
-    path = ref.name if _path_host(ref.registry) else ref.repository
+    path = f"{registry}/{repository}" if _path_host(registry) else repository
     if len(path) > _PATH_MAX:
         return f"repository path is longer than {_PATH_MAX} characters"
     return None
