@@ -18,7 +18,7 @@ so an invalid one still comes back for the checker to report. A template placeho
 :class:`FileNote`, which is not a failure. Results are ordered by file (as given; sorted within
 a directory), then by line.
 
-Files may come from a hostile pull request (issue #10): only regular files are read, capped,
+Files may come from a hostile pull request: only regular files are read, capped,
 never through a link out of the directory scanned; ARG substitution, YAML nesting, merge keys
 and aliases are bounded, and each limit crossed is a :class:`FileProblem` on its line.
 
@@ -29,11 +29,14 @@ and aliases are bounded, and each limit crossed is a :class:`FileProblem` on its
 - ``_json``: which ``.json`` files are manifests, and their text for the YAML reader
 - ``_charts``: which files are a Helm chart's templates
 - ``_kustfile``, ``_kustomize``: a kustomization read, and rendered over its resources
+- ``_kustmerge``: the rendered images put among the scan's results
 - ``_paths``: which files, read how (walks, confinement, bounded reads)
-- ``_files``: ``scan_text``, ``scan_files`` and ``scan_paths``
+- ``_model``: the values a scan returns, and the template-placeholder rule
+- ``_textscan``: ``scan_text``, one file's text by its format
+- ``_files``: ``scan_files`` and ``scan_paths``
 """
 
-from imagecheck.scanning._files import scan_files, scan_paths, scan_text
+from imagecheck.scanning._files import scan_files, scan_paths
 from imagecheck.scanning._model import (
     BUILT_BY_COMPOSE,
     PLACEHOLDER,
@@ -42,6 +45,7 @@ from imagecheck.scanning._model import (
     Occurrence,
     ScanReport,
 )
+from imagecheck.scanning._textscan import scan_text
 
 __all__ = [
     "BUILT_BY_COMPOSE",

@@ -33,22 +33,21 @@ kustomize's rules, as in kubernetes-sigs/kustomize v5.8.1 (embedded in kubectl 1
   directory holds exactly one kustomization file (``kusttarget.go`` LoadKustFile).
 
 Not followed: ``patches`` that set images, ``configurations`` that add image field specs, merge
-keys (``<<``) in resources. Bounded (issue #10): resources are read only inside the directory
-scanned (a relative PATH: the working directory; a kustomization named by an absolute or ``../``
-path: its own directory), never through a link out; kustomizations nest at most
-:data:`MAX_DEPTH` deep, a cycle is a problem, at most :data:`MAX_FILES` files are read and a
-kustomization renders at most :data:`MAX_IMAGES` images, and at most :data:`MAX_APPLIED`
-image-override pairs are tried in all.
+keys (``<<``) in resources. Bounded, since the files come from the change being scanned:
+resources are read only inside the directory scanned (a relative PATH: the working directory; a
+kustomization named by an absolute or ``../`` path: its own directory), never through a link
+out; kustomizations nest at most :data:`MAX_DEPTH` deep, a cycle is a problem, at most
+:data:`MAX_FILES` files are read and a kustomization renders at most :data:`MAX_IMAGES` images,
+and at most :data:`MAX_APPLIED` image-override pairs are tried in all. Where the rendered images
+go among the scan's results is ``_kustmerge``'s.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
 
-from imagecheck.scanning import _files, _paths
+from imagecheck.scanning import _paths
 from imagecheck.scanning._kustfile import (
     KUSTOMIZATION_NAMES,
     REMOTE_SHAPE,
@@ -59,10 +58,8 @@ from imagecheck.scanning._kustfile import (
     kustomization,
 )
 from imagecheck.scanning._model import PLACEHOLDER, FileProblem, Occurrence, placeholder_in
-from imagecheck.scanning._yamltree import (
-    SyntaxProblem,
-    documents,
-)
+from imagecheck.scanning._textscan import scan_text
+from imagecheck.scanning._yamltree import SyntaxProblem, documents
 
 __all__ = [
     "KUSTOMIZATION_NAMES",
@@ -70,8 +67,9 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_FILES",
     "MAX_IMAGES",
-    "Root",
-    "rendered",
+    "Built",
+    "Image",
+    "Session",
 ]
 
 MAX_DEPTH = 32  # overlays of overlays are a few deep
@@ -81,22 +79,9 @@ MAX_IMAGES = 100_000  # in one kustomization: bases shared by many (diamonds) mu
 MAX_APPLIED = 5_000_000
 REMOTE = "remote kustomize resource: not fetched"
 
-_T = TypeVar("_T")
-
 
 @dataclass(frozen=True, slots=True)
-class Root:
-    """A kustomization that scan_paths read, and where its results go among the scan's."""
-
-    file: str
-    text: str
-    confined_to: str | None
-    occurrences_at: int
-    problems_at: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Image:
+class Image:
     """An image of a resource on its way through kustomizations."""
 
     written: Occurrence
@@ -104,7 +89,7 @@ class _Image:
     passes: int  # how many times each override is applied to it: 0, 1 or 2
     override: Override | None = None
 
-    def through(self, override: Override) -> _Image:
+    def through(self, override: Override) -> Image:
         image, matched = self.image, False
         for _ in range(self.passes):
             if (new := override.apply(image)) is not None:
@@ -127,85 +112,10 @@ class _Image:
 
 
 @dataclass(slots=True)
-class _Built:
-    images: list[_Image]
+class Built:
+    images: list[Image]
     kind: str = "Kustomization"
     reached: set[str] = field(default_factory=set)  # kustomization directories, real paths
-
-
-def rendered(
-    roots: list[Root], occurrences: list[Occurrence], problems: list[FileProblem], scanned: set[str]
-) -> tuple[list[Occurrence], list[FileProblem]]:
-    """The scan's results with its kustomizations rendered; ``scanned``: the real paths read.
-
-    What a root adds goes where the root is in the scan's results: its notes, then its
-    rendered images by file and line, then the images of its resources that it leaves as written and
-    that the scan did not read. An image as written that every root including it overrides is
-    not reported.
-    """
-    if not roots:
-        return occurrences, problems
-    session = _Session(scanned)
-    for o in occurrences:  # a resource the scan read is named as the scan names it
-        session.names.setdefault(session.real(o.file), o.file)
-    results = []
-    for root in roots:
-        problems_before, notes_before = len(session.problems), len(session.notes)
-        built = session.root(root)
-        results.append(
-            (root, built, session.problems[problems_before:], session.notes[notes_before:])
-        )
-    added, added_problems, dropped = _contributions(session, results)
-    written = {session.key(o) for o in occurrences}
-    for at, found in added.items():
-        added[at] = [o for o in found if session.key(o) not in written]
-    return (
-        _merged(occurrences, added, lambda o: session.key(o) not in dropped),
-        _merged(problems, added_problems, lambda _: True),
-    )
-
-
-def _contributions(
-    session: _Session, results: list[_RootResult]
-) -> tuple[dict[int, list[Occurrence]], dict[int, list[FileProblem]], set[tuple[object, ...]]]:
-    """What each root adds to the scan's occurrences and problems, by where the root is in
-    them, and the images as written that every root including them overrides."""
-    bases = set().union(*(built.reached for _, built, _, _ in results if built is not None))
-    added: dict[int, list[Occurrence]] = {}
-    added_problems: dict[int, list[FileProblem]] = {}
-    overridden: set[tuple[object, ...]] = set()
-    kept: set[tuple[object, ...]] = set()
-    for root, built, new_problems, notes in results:
-        added_problems.setdefault(root.problems_at, []).extend(new_problems)
-        found = list(notes)
-        if built is not None and session.real_dir(root.file) not in bases:
-            found.extend(sorted((i.occurrence() for i in built.images if i.override), key=_where))
-            found.extend(i.written for i in built.images if i.override is None)
-            overridden.update(session.key(i.written) for i in built.images if i.override)
-            kept.update(session.key(i.written) for i in built.images if i.override is None)
-        added.setdefault(root.occurrences_at, []).extend(found)
-    return added, added_problems, overridden - kept
-
-
-def _merged(original: list[_T], added: dict[int, list[_T]], keep: Callable[[_T], bool]) -> list[_T]:
-    """``original`` (what ``keep`` keeps) with ``added[i]`` before its item ``i``, once each."""
-    merged: list[_T] = []
-    seen: set[_T] = set()
-    for at in range(len(original) + 1):
-        for item in added.get(at, ()):
-            if item not in seen:
-                seen.add(item)
-                merged.append(item)
-        if at < len(original) and keep(original[at]):
-            merged.append(original[at])
-    return merged
-
-
-_RootResult = tuple[Root, "_Built | None", list[FileProblem], list[Occurrence]]
-
-
-def _where(occurrence: Occurrence) -> tuple[str, int]:
-    return occurrence.file, occurrence.line
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,20 +135,20 @@ class _Into:
     """Where an entry's images go: the kustomization built, its fence, the directories that
     include it (real paths, the kustomization's own last)."""
 
-    built: _Built
+    built: Built
     confined: str
     stack: list[str]
 
 
-class _Session:
+class Session:
     """What the kustomizations of one scan read and built; each file is read once."""
 
     def __init__(self, scanned: set[str]) -> None:
         self.scanned = scanned
         self.problems: list[FileProblem] = []
         self.notes: list[Occurrence] = []
-        self._files: dict[str, list[_Image]] = {}  # by real path
-        self._built: dict[tuple[str, str], _Built | None] = {}  # by (directory, confinement)
+        self._files: dict[str, list[Image]] = {}  # by real path
+        self._built: dict[tuple[str, str], Built | None] = {}  # by (directory, confinement)
         self._reads = 0
         self._applied = 0
         self._real: dict[str, str] = {}
@@ -256,18 +166,20 @@ class _Session:
         """An occurrence, whatever path names its file."""
         return (self.real(o.file), o.line, o.image, o.kind, o.name, o.container, o.origin)
 
-    def root(self, root: Root) -> _Built | None:
-        here = self.real_dir(root.file)
-        confined = here if root.confined_to is None else self.real(root.confined_to)
-        return self._build(root.file, root.text, confined, [here])
+    def root(self, file: str, text: str, confined_to: str | None) -> Built | None:
+        """A kustomization the scan read, built; ``confined_to``: where its resources may be
+        read from (None: its own directory)."""
+        here = self.real_dir(file)
+        confined = here if confined_to is None else self.real(confined_to)
+        return self._build(file, text, confined, [here])
 
-    def _build(self, file: str, text: str, confined: str, stack: list[str]) -> _Built | None:
+    def _build(self, file: str, text: str, confined: str, stack: list[str]) -> Built | None:
         key = (stack[-1], confined)
         if key not in self._built:
             kustomization = self._parse(file, text)
             built = None
             if kustomization is not None:
-                built = _Built([], kind=kustomization.kind)
+                built = Built([], kind=kustomization.kind)
                 self._accumulate(kustomization, built, confined, stack)
             self._built[key] = built
         return self._built[key]
@@ -285,7 +197,7 @@ class _Session:
                 return None
         return Kustomization(file, "Kustomization", [], [], [])
 
-    def _accumulate(self, k: Kustomization, built: _Built, confined: str, stack: list[str]) -> None:
+    def _accumulate(self, k: Kustomization, built: Built, confined: str, stack: list[str]) -> None:
         """kusttarget.go accumulateTarget: resources, then components, then the overrides."""
         entries = [*((*r, False) for r in k.resources), *((*c, True) for c in k.components)]
         for entry, line, component in entries:
@@ -359,16 +271,16 @@ class _Session:
                 into.built.reached |= sub.reached
         into.built.reached.add(real)
 
-    def _file(self, at: _At, path: str, confined: str) -> list[_Image]:
+    def _file(self, at: _At, path: str, confined: str) -> list[Image]:
         real = self.real(path)
         if real not in self._files:
             text = self._text(at, path, confined)
-            occurrences, problems = _files.scan_text(text, self.names.get(real, path))
+            occurrences, problems = scan_text(text, self.names.get(real, path))
             if real not in self.scanned:
                 self.problems.extend(problems)
             passes = image_passes(text)
             self._files[real] = [
-                _Image(o, o.image, passes.get((o.line, o.image), 0)) for o in occurrences
+                Image(o, o.image, passes.get((o.line, o.image), 0)) for o in occurrences
             ]
         return self._files[real]
 
