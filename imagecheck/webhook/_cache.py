@@ -1,37 +1,32 @@
 """Check results shared across admission reviews.
 
-A webhook sees the same images again and again (every replica, every rollout), so:
-- *found* by digest is cached for good (a digest names one manifest forever);
-- *found* by tag for ``tag_ttl`` (a tag can be moved or deleted);
-- *missing* for the shorter ``missing_ttl`` (it may be pushed any moment);
-- denials and errors are not cached: the next review asks again;
-- concurrent reviews of an image not in the cache share one registry request.
+A webhook sees the same images again and again (every replica, every rollout), so answers are
+kept (for how long each kind stays true: ``_store``), and concurrent reviews of an image not
+kept share one registry request.
 
-The work is bounded (issue #10): a review has at most ``max_images`` distinct images checked
-(the rest are *not checked*), at most ``concurrency`` of them at once, and all reviews share
-``concurrency`` registry slots (the size of the checker's connection pool, which so never
-has thousands of waiters). The review's deadline holds whatever is still queued: an image
-queued behind the review's own others is *not checked*; one waiting for a slot that other
-reviews hold, or whose registry has not answered, is an error.
+The work is bounded, since any pod's author can make the webhook ask a registry: a review has at
+most ``max_images`` distinct images checked (the rest are *not checked*), at most
+``concurrency`` of them at once, and all reviews share ``concurrency`` registry slots (the size
+of the checker's connection pool, which so never has thousands of waiters). The review's
+deadline holds whatever is still queued: an image queued behind the review's own others is *not
+checked*; one waiting for a slot that other reviews hold, or whose registry has not answered, is
+an error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 
 from imagecheck._deadline import Deadline
 from imagecheck.authn import Keychain
-from imagecheck.errors import InvalidReferenceError
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.registry import ImageChecker
 from imagecheck.result import CheckResult, Status
 from imagecheck.webhook._limits import DEFAULT_MAX_IMAGES
-
-_Key = tuple[Reference, Hashable]
+from imagecheck.webhook._store import Key, ParsedReferences, ResultStore
 
 LATE = "no answer from the registry within the deadline"
 BUSY = "no free registry slot before the deadline (other reviews held all {} of them)"
@@ -40,12 +35,6 @@ QUEUED = (
     "still queued at the review deadline behind the review's own other images "
     "({} distinct, {} checked at once)"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    result: CheckResult
-    expires_at: float
 
 
 @dataclass(eq=False, slots=True)
@@ -79,22 +68,17 @@ class ResultCache:
         on_lookup: Callable[[bool, int], None] | None = None,
     ) -> None:
         self._checker = checker
-        self._tag_ttl = tag_ttl
-        self._missing_ttl = missing_ttl
-        self._max = max_entries
-        self._clock = clock
+        self._store = ResultStore(
+            tag_ttl=tag_ttl, missing_ttl=missing_ttl, max_entries=max_entries, clock=clock
+        )
+        self._refs = ParsedReferences(max_entries)
         # ``on_lookup(hit, count)``: ``count`` lookups, all hits or all misses.
         self._on_lookup = on_lookup or (lambda hit, count: None)
-        # Entries and in-flight checks are kept per reference *and* credentials: a pod whose
-        # pull secrets open a private repository must not vouch for a pod without them (its
-        # kubelet could not pull). ``None`` stands for the webhook's own credentials.
-        self._entries: OrderedDict[_Key, _Entry] = OrderedDict()
-        self._inflight: dict[_Key, _Check] = {}
+        # In-flight checks by the store's key: shared only by reviews with the same credentials.
+        self._inflight: dict[Key, _Check] = {}
         self._concurrency = max(1, concurrency)
         self._slots = asyncio.Semaphore(self._concurrency)
         self._max_images = max(1, max_images)
-        # Image text -> its reference (parsing is pure).
-        self._refs: dict[str, Reference] = {}
 
     async def results(
         self,
@@ -127,11 +111,11 @@ class ResultCache:
         answered: dict[str, CheckResult] = {}
         hits = 0
         for image in images[: self._max_images]:
-            ref = self._reference(image)
+            ref = self._refs.get(image)
             if isinstance(ref, str):
                 answered[image] = CheckResult(image, None, Status.INVALID, message=ref)
                 continue
-            cached = self._cached((ref, credentials), image)
+            cached = self._store.get((ref, credentials), image)
             if cached is None:
                 return None
             answered[image], hits = cached, hits + 1
@@ -143,28 +127,12 @@ class ResultCache:
 
     def _early(self, image: str, credentials: Hashable) -> CheckResult | None:
         """The answer for ``image`` without asking a registry: invalid, or cached."""
-        ref = self._reference(image)
+        ref = self._refs.get(image)
         if isinstance(ref, str):
             return CheckResult(image, None, Status.INVALID, message=ref)
-        cached = self._cached((ref, credentials), image)
+        cached = self._store.get((ref, credentials), image)
         self._on_lookup(cached is not None, 1)
         return cached
-
-    def _reference(self, image: str) -> Reference | str:
-        """``image`` parsed, or the reason it is not a reference. A valid one is remembered
-        (the text of a valid reference is short): a warm webhook sees the same few images
-        in every review. Bounded like the results, the oldest dropped first."""
-        ref = self._refs.get(image)
-        if ref is not None:
-            return ref
-        try:
-            ref = parse_reference(image)
-        except InvalidReferenceError as exc:
-            return exc.reason
-        self._refs[image] = ref
-        if len(self._refs) > self._max:
-            del self._refs[next(iter(self._refs))]
-        return ref
 
     async def _ask(
         self,
@@ -213,11 +181,11 @@ class ResultCache:
         own: asyncio.Semaphore,
         joined: dict[str, _Check],
     ) -> CheckResult:
-        ref = self._reference(image)
+        ref = self._refs.get(image)
         assert not isinstance(ref, str)  # results() answered the invalid ones
-        key: _Key = (ref, credentials)
+        key: Key = (ref, credentials)
         async with own:
-            cached = self._cached(key, image)  # answered for another review meanwhile
+            cached = self._store.get(key, image)  # answered for another review meanwhile
             if cached is not None:
                 return cached
             check = self._inflight.get(key) or self._start(key, ref, image, deadline, keychain)
@@ -227,21 +195,13 @@ class ResultCache:
             result = await asyncio.shield(check.task)
         return replace(result, image=image)
 
-    def _cached(self, key: _Key, image: str) -> CheckResult | None:
-        entry = self._entries.get(key)
-        if entry is None or entry.expires_at <= self._clock():
-            return None
-        self._entries.move_to_end(key)
-        result = entry.result  # stored with elapsed_ms 0: an answer from the cache took none
-        return result if result.image == image else replace(result, image=image)
-
     def _start(
-        self, key: _Key, ref: Reference, image: str, deadline: Deadline, keychain: Keychain | None
+        self, key: Key, ref: Reference, image: str, deadline: Deadline, keychain: Keychain | None
     ) -> _Check:
         check = _Check()
         check.task = asyncio.ensure_future(self._run(check, ref, image, deadline, keychain))
         self._inflight[key] = check
-        check.task.add_done_callback(lambda done: self._store(key, done))
+        check.task.add_done_callback(lambda done: self._done(key, done))
         return check
 
     async def _run(
@@ -259,23 +219,7 @@ class ResultCache:
             check.running = True
             return await self._checker.check(ref, deadline, image=image, keychain=keychain)
 
-    def _store(self, key: _Key, task: asyncio.Task[CheckResult]) -> None:
+    def _done(self, key: Key, task: asyncio.Task[CheckResult]) -> None:
         self._inflight.pop(key, None)
-        ref = key[0]
-        if task.cancelled() or task.exception() is not None:
-            return
-        result = task.result()
-        ttl = self._ttl(ref, result)
-        if ttl <= 0:
-            return
-        self._entries[key] = _Entry(replace(result, elapsed_ms=0.0), self._clock() + ttl)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max:
-            self._entries.popitem(last=False)
-
-    def _ttl(self, ref: Reference, result: CheckResult) -> float:
-        if result.status is Status.FOUND:
-            return float("inf") if ref.digest else self._tag_ttl
-        if result.status is Status.MISSING:
-            return self._missing_ttl
-        return 0.0
+        if not task.cancelled() and task.exception() is None:
+            self._store.put(key, task.result())
