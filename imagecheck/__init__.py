@@ -16,26 +16,27 @@ raise only for bad input, before anything is sent (:class:`UsageError`; invalid 
 are one :class:`InvalidReferencesError` naming them all). A missing image is an answer: a
 :class:`CheckResult` with :attr:`Status.MISSING`, never an exception.
 
-The library never prints and never exits; ``imagecheck.cli`` does both. The modules below
-(``client.ImageChecker``, ``sources.default_keychain``, ...) are there for finer control.
+The library never prints and never exits; ``imagecheck.cli`` does both. The packages below
+are there for finer control: ``imagecheck.reference`` (parsing), ``imagecheck.authn``
+(credential sources, ``default_keychain``), ``imagecheck.registry`` (``ImageChecker``).
 """
 
 from __future__ import annotations
 
-from imagecheck._lazy import load_export
+from imagecheck._lazy import lazy_face
 
-# typing.TYPE_CHECKING without importing typing (some 10 ms with the re it pulls in): type
-# checkers treat any name TYPE_CHECKING as true.
+# typing.TYPE_CHECKING without importing typing (and the re it pulls in), which every start-up
+# would pay for: type checkers treat any name TYPE_CHECKING as true.
 TYPE_CHECKING = False
 
-# Static, not importlib.metadata (itself some 10 ms of imports): `imagecheck --version` and the
+# Static, not importlib.metadata (a tree of imports of its own): `imagecheck --version` and the
 # User-Agent read it. The version's one home: pyproject.toml reads it (hatch), and
 # tests/packaging/test_version.py holds the image label and CHANGELOG.md to it.
 __version__ = "0.1.0"
 
 # The public names are loaded on first use (PEP 562): `import imagecheck` alone, as
 # `imagecheck --version` does, costs nothing, and `check` pulls in httpx, asyncio and the
-# credential sources only when it is called for (issue #14).
+# credential sources only when it is called for.
 _EXPORTS = {
     "Credentials": "imagecheck.authn._credentials",
     "AuthenticationError": "imagecheck.errors",
@@ -84,14 +85,7 @@ if TYPE_CHECKING:  # what mypy and IDEs see: the same names, imported eagerly
 
 
 if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt name for it
-
-    def __getattr__(name: str) -> object:
-        """Import the module that defines ``name`` on first access, then keep it here."""
-        return load_export(__name__, _EXPORTS, name, globals())
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_face(__name__, _EXPORTS, globals())
 
 
 __all__ = [

@@ -7,7 +7,7 @@ custom resource that embeds a pod template is read like a Deployment.
 
 from __future__ import annotations
 
-from imagecheck._lazy import load_export
+from imagecheck._lazy import lazy_face
 
 TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the name as true
 
@@ -25,15 +25,8 @@ if TYPE_CHECKING:
     from imagecheck.kube._incluster import InCluster, KubeClient, dockerconfig_text
     from imagecheck.kube._workload import CORE_GROUPS, JSON, api_group, pull_secrets
 
-if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> object:
-        """The names above, imported on first use (PEP 562)."""
-        return load_export(__name__, _EXPORTS, name, globals())
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt name for it
+    __getattr__, __dir__ = lazy_face(__name__, _EXPORTS, globals())
 
 
 __all__ = [

@@ -7,7 +7,7 @@ or raises :class:`~imagecheck.errors.InvalidReferenceError` with a one-line reas
 
 from __future__ import annotations
 
-from imagecheck._lazy import load_export
+from imagecheck._lazy import lazy_face
 
 TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the name as true
 
@@ -26,15 +26,8 @@ if TYPE_CHECKING:
         parse_reference,
     )
 
-if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> object:
-        """The names above, imported on first use (PEP 562)."""
-        return load_export(__name__, _EXPORTS, name, globals())
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt name for it
+    __getattr__, __dir__ = lazy_face(__name__, _EXPORTS, globals())
 
 
 __all__ = [

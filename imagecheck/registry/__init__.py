@@ -5,13 +5,13 @@ token from the realm the registry names), then asks for the manifest (``HEAD``, 
 a platform has to be picked from an index) and turns each answer into a
 :class:`~imagecheck.result.CheckResult`. HTTP status maps to one typed error that knows
 whether it is temporary, and :class:`RetryPolicy` retries on that alone, within the run's
-deadline. TLS trust, the network guard (which destinations a redirect or a realm may name)
-and the bounded reading of every body live here too.
+deadline. TLS trust and the network guard (which destinations a redirect or a realm may
+name) live here too.
 """
 
 from __future__ import annotations
 
-from imagecheck._lazy import load_export
+from imagecheck._lazy import lazy_face
 
 TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the name as true
 
@@ -29,15 +29,8 @@ if TYPE_CHECKING:
     from imagecheck.registry._platform import Platform, parse_platform
     from imagecheck.registry._retry import Sleep
 
-if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> object:
-        """The names above, imported on first use (PEP 562)."""
-        return load_export(__name__, _EXPORTS, name, globals())
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt name for it
+    __getattr__, __dir__ = lazy_face(__name__, _EXPORTS, globals())
 
 
 __all__ = [

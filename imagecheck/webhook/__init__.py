@@ -8,7 +8,7 @@ shows load no aiohttp.
 
 from __future__ import annotations
 
-from imagecheck._lazy import load_export
+from imagecheck._lazy import lazy_face
 
 TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the name as true
 
@@ -19,15 +19,8 @@ _EXPORTS = {
 if TYPE_CHECKING:
     from imagecheck.webhook._telemetry import JsonFormatter
 
-if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> object:
-        """The names above, imported on first use (PEP 562)."""
-        return load_export(__name__, _EXPORTS, name, globals())
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt name for it
+    __getattr__, __dir__ = lazy_face(__name__, _EXPORTS, globals())
 
 
 __all__ = [
