@@ -1,5 +1,5 @@
 """Local files that users and pods name (config.json, auth.json, pull secrets, CA files, the
-service-account token, the termination log), read and written without surprises (issue #10).
+service-account token, the termination log), read and written without surprises.
 
 A path is someone's word for a file, not a promise of one: ``--docker-config /dev/zero``
 would read gigabytes, and a FIFO named as a pull secret would block the run forever on

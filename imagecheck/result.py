@@ -15,8 +15,8 @@ from imagecheck.errors import Hint
 from imagecheck.reference import Reference
 
 # Texts that many results of one run share (the media type, "found in HOST", the host) are
-# kept once (``sys.intern``: dropped again when no result holds them); one per result took
-# about 180 bytes of every result of a 100,000-image run (issue #14). Longer texts (error
+# kept once (``sys.intern``: dropped again when no result holds them), so that a run of many
+# images does not hold the same few texts once per result. Longer texts (error
 # messages, mostly one of a kind) are left as they are.
 _SHARED_FIELDS = ("message", "media_type", "registry")
 _SHARED_MAX = 128

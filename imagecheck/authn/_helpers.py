@@ -9,8 +9,8 @@ it prints ``{"ServerURL": ..., "Username": ..., "Secret": ...}``, or exits non-z
 A run asks each helper once per server URL (:class:`CredentialHelpers`), on first need,
 inside the run's deadline: the checks of different registries ask concurrently, the checks of
 one registry share one answer, and a helper still running at the deadline is killed with
-everything it started (issue #10: a 2 s helper over 15 repositories once took 30 s, before
-the deadline even began).
+everything it started: helpers are other people's programs, and one asked once per
+repository, one after another, would spend many times the deadline.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``Cluster`` over the Kubernetes API, through lightkube (issue #15).
+"""``Cluster`` over the Kubernetes API, through lightkube.
 
 lightkube builds the paths, resolves kubeconfig and in-cluster credentials, pages lists
 (``limit``/``continue``) and reads watch streams. Every kind is a lightkube *generic*

@@ -1,4 +1,4 @@
-"""``imagecheck audit``: every workload's images, read from the API and checked (issue #15).
+"""``imagecheck audit``: every workload's images, read from the API and checked.
 
 1. List the workload kinds, parents first (custom kinds named with ``--kind``, then CronJobs,
    Deployments, StatefulSets, DaemonSets, Jobs, ReplicaSets, Pods). An object whose

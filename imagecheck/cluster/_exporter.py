@@ -1,5 +1,5 @@
 """``imagecheck audit --serve``'s metrics: each workload container's image, available or not,
-in k8s-image-availability-exporter's names (issue #15).
+in k8s-image-availability-exporter's names.
 
 k8s-image-availability-exporter (github.com/deckhouse/k8s-image-availability-exporter, once
 flant/) exports, per (namespace, container, image, kind, name), one gauge per outcome,

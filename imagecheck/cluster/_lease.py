@@ -1,5 +1,5 @@
 """Leader election over a ``coordination.k8s.io/v1`` Lease, as client-go's
-``tools/leaderelection`` does it, so that of ``imagecheck reap``'s replicas one acts (issue #15).
+``tools/leaderelection`` does it, so that of ``imagecheck reap``'s replicas one acts.
 
 Each candidate, every ``retry`` seconds, reads the Lease and:
 

@@ -7,7 +7,7 @@ DEFAULT_INTERVAL = 300.0
 MAX_INTERVAL = 7 * 24 * 3600.0
 # The exporter's --bind-address default.
 DEFAULT_LISTEN = "0.0.0.0:8080"
-# Seven series (one per outcome) a workload container: some 14,000 containers, a page of about
-# 17 MB that took 1.1 s of CPU to render (exporter.py's collector). Past it, the found images
-# are left out.
+# Seven series (one per outcome) a workload container: some 14,000 containers, a page of tens
+# of megabytes, about as much as a scrape should wait for (exporter.py's collector renders it).
+# Past it, the found images are left out.
 DEFAULT_MAX_SERIES = 100_000

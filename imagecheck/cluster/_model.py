@@ -1,4 +1,4 @@
-"""What cluster mode reads and writes, and the interface it goes through (issue #15).
+"""What cluster mode reads and writes, and the interface it goes through.
 
 Objects are the API's JSON (``workload.JSON``): the same walk (``workload.containers``,
 ``workload.pull_secrets``) reads a Pod, a Job's template or a CronJob, whoever fetched them.

@@ -1,5 +1,5 @@
 """``imagecheck reap``, the pure part: which pods are stuck on an image pull, and what failing
-their Job looks like (issue #15). Objects in, values out; no I/O (``reap_pass.py`` does it).
+their Job looks like. Objects in, values out; no I/O (``reap_pass.py`` does it).
 
 A pod is *stuck* when a container or initContainer waits with a reason of
 :data:`STUCK_REASONS`. The kubelet sets them (pkg/kubelet/images: ``ErrImagePull`` on a failed

@@ -1,5 +1,5 @@
 """The record of what ``imagecheck reap`` did: Kubernetes Events (reason ``ImageMissing``) on a
-failed Job and its pod, or on a deleted bare pod (issue #15).
+failed Job and its pod, or on a deleted bare pod.
 
 The action is done by the time its Events are written (the Job patched, the pod about to be
 deleted) and stands whatever becomes of its record. So an Event that cannot be written is a

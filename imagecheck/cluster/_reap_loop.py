@@ -1,4 +1,4 @@
-"""``imagecheck reap`` without ``--once``: a controller over the pods (issue #15).
+"""``imagecheck reap`` without ``--once``: a controller over the pods.
 
 Listed, then watched, as client-go's informers do it:
 

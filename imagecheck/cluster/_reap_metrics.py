@@ -1,5 +1,5 @@
 """What ``imagecheck reap``'s loop shows about itself: Prometheus metrics on ``/metrics`` and
-``/healthz``, on ``--metrics-listen`` (issue #15). Needs the webhook's libraries
+``/healthz``, on ``--metrics-listen``. Needs the webhook's libraries
 (prometheus_client, aiohttp), which the cluster extra includes.
 
 Labels are bounded by construction: a stuck pod's reason (three values), a verdict (the

@@ -1,7 +1,7 @@
 """One pass of ``imagecheck reap`` over a :class:`~imagecheck.cluster._model.Cluster`: list the
 pods, keep the stuck ones (``reap.py``), ask the registry about their distinct images together
 (each once, at most the checker's concurrency at a time), and fail the Jobs whose image is
-confirmed missing (issue #15).
+confirmed missing.
 
 Memory is bounded whatever the cluster's size: pods stream from the list and only the stuck
 ones are kept, as a few strings each, at most ``max_stuck`` of them a pass (the rest wait for

@@ -1,5 +1,5 @@
 """Pull secrets read through the Kubernetes API: the ``.dockerconfigjson`` texts that
-``imagecheck audit`` and ``imagecheck reap`` check images with (issue #15).
+``imagecheck audit`` and ``imagecheck reap`` check images with.
 
 The two read them differently, on purpose:
 

@@ -1,5 +1,4 @@
-"""``imagecheck audit --serve``: an audit every interval, its results as Prometheus metrics
-(issue #15).
+"""``imagecheck audit --serve``: an audit every interval, its results as Prometheus metrics.
 
 - ``GET /metrics``: the availability gauges and the audits' own (``exporter.py``).
 - ``GET /healthz``: 200 while the process serves (liveness). Not tied to the audits: the
@@ -16,9 +15,9 @@ outlasts the interval is followed at once by the next, never overlapped. A faile
 metrics and is counted.
 
 Why aiohttp: ``imagecheck serve`` serves its metrics with it already, and it runs in the loop
-the audits run in (no thread; the snapshot is swapped between scrapes). A page of 98,000
-series (14,000 containers) took 1.1 s of CPU and 17 MB here, so it is rendered in a thread,
-off the loop.
+the audits run in (no thread; the snapshot is swapped between scrapes). A page of
+``DEFAULT_MAX_SERIES`` series takes long enough to render that the loop would stall, so it is
+rendered in a thread, off the loop.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Where a workload keeps its containers and its pull secrets: the one model that ``scan``,
-the admission webhook and ``--from-pod`` share (issue #13: three walkers had drifted).
+the admission webhook and ``--from-pod`` share, so that what one finds the others find.
 
 Containers are found by their *shape*, wherever they are in an object, not by a table of
 paths per kind (Ray's ``workerGroupSpecs[].template``, JobSet's ``replicatedJobs[].template``,

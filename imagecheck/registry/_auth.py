@@ -62,7 +62,7 @@ class TokenCache:
     """Tokens by (realm, service, scope, credentials id), with one lock per key so
     concurrent checks of one repository share one fetch.
 
-    Bounded for a process that lives for months (issue #10): at most ``max_tokens`` tokens,
+    Bounded for a process that lives for months: at most ``max_tokens`` tokens,
     the least recently used dropped first (an expired one as soon as it is seen), and a
     key's lock only while some request holds or waits for it.
     """

@@ -32,7 +32,7 @@ def answered_digest(ref: Reference, response: httpx.Response, body: bytes | None
     """The manifest's digest. For a digest pin, every digest the answer carries (the header,
     the body's own hash) must be the pinned one; otherwise the header, else the body's hash.
 
-    A ``Docker-Content-Digest`` counts only in a registered algorithm (issue #10, 7.4): as
+    A ``Docker-Content-Digest`` counts only in a registered algorithm: as
     the kubelet's containerd does. Its resolver checks the header of a tag's answer with
     go-digest's ``Validate`` and fails the pull on an algorithm it does not know ("not a
     valid digest"), so for a tag such a header is a ProtocolError: never ``md5:...`` reported

@@ -1,4 +1,5 @@
-"""Where imagecheck never sends a request (issue #10, SSRF), in one place.
+"""Where imagecheck never sends a request (a server-side request forgery guard), in one
+place.
 
 A registry names further URLs: its token realm, and every redirect it answers (to a blob
 store, a CDN, a login page). A hostile or broken registry can point them at a cloud

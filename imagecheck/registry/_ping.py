@@ -11,8 +11,8 @@ go-containerregistry's ``transport/ping.go`` and its schemer do.
 3. The answer: a 401 carries the challenge (``auth.py`` answers it), 408/429/5xx is worth
    another try, a 404 means no registry API there, anything else an open registry.
 4. What the ping learned (the scheme, the challenge, whether credentials may travel) is kept per
-   host, least recently used first, and bounded: a webhook meets any host a pod spec names
-   (issue #10). A forgotten host is pinged again when it is next checked.
+   host, least recently used first, and bounded: a webhook meets any host a pod spec names.
+   A forgotten host is pinged again when it is next checked.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Clients:
     ``max_connections`` is one limit for every host it serves: shared, a token request finds
     the pool full of idle registry connections and closes one, and the next manifest request
     closes a token connection back, so nearly every request opened (and, over TLS, shook
-    hands on) a connection of its own (issue #14)."""
+    hands on) a connection of its own."""
 
     registry: httpx.AsyncClient
     token: httpx.AsyncClient

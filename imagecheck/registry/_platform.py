@@ -73,7 +73,7 @@ def host_platform() -> Platform:
 
 
 # Every document here comes from a registry: a shape other than the spec's is a
-# ProtocolError (exit 4, or a pass with --on-error pass), never a TypeError (issue #10).
+# ProtocolError (exit 4, or a pass with --on-error pass), never a TypeError.
 
 
 def _load(body: bytes, what: str) -> dict[str, Any]:

@@ -90,7 +90,7 @@ class RetryPolicy:
 
         The first attempt runs at once; tenacity (imported then) takes over from its failure,
         replayed as its attempt 1, so the policy is tenacity's from the first attempt on. Most
-        checks succeed first time and never pay for building the retry machinery (issue #14).
+        checks succeed first time and never pay for building the retry machinery.
         """
         try:
             return await fn()
@@ -107,7 +107,7 @@ class RetryPolicy:
         return await self._retrying(replay_then_call, deadline)
 
     async def _retrying(self, attempt: Callable[[], Awaitable[T]], deadline: Deadline) -> T:
-        # Lazy: only a failed first attempt needs tenacity (start-up, issue #14).
+        # Lazy: only a failed first attempt needs tenacity, and every start-up would import it.
         from tenacity import (  # noqa: PLC0415
             AsyncRetrying,
             retry_if_exception,

@@ -63,7 +63,7 @@ def verifying_context(ca_files: Sequence[Path] = ()) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # hostname check and CERT_REQUIRED on
     for path in ca_files:
         # Read through the one safe reader: a FIFO or /dev/zero as a CA file must not block
-        # or fill memory (issue #10); OpenSSL then parses the PEM text.
+        # or fill memory; OpenSSL then parses the PEM text.
         data = read_regular_file(path, limit=MAX_CA_FILE, what="CA file", error=UsageError)
         try:
             ctx.load_verify_locations(cadata=data.decode("ascii"))
@@ -83,8 +83,8 @@ def load_system_trust(ctx: ssl.SSLContext) -> None:
     (which httpx already depends on).
 
     The system store is used through its hashed directory when there is one: OpenSSL then
-    looks a CA up when a handshake needs it, instead of parsing the whole bundle first (a bundle
-    file, as SSL_CERT_FILE names, costs 20-30 ms to parse).
+    looks a CA up when a handshake needs it, instead of parsing the whole bundle first (as a
+    bundle file, which SSL_CERT_FILE names, must be, at a cost every start-up would pay).
     """
     env_file = os.environ.get("SSL_CERT_FILE") or None
     env_dir = os.environ.get("SSL_CERT_DIR") or None

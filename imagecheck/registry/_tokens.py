@@ -66,8 +66,8 @@ def parse_token_response(body: bytes, now: float) -> Token:
 
 def _token_problem(value: str) -> str | None:
     """``bearer_problem``, with a fast path: nearly every token (a JWT) is printable ASCII
-    without a space, which two C loops tell; a per-character check of a 2 KB JWT cost more
-    than the rest of its fetch (issue #14)."""
+    without a space, which two C loops tell; a per-character check in Python would cost more
+    than the rest of the token's fetch."""
     if value.isascii() and value.isprintable() and " " not in value:
         return None
     return bearer_problem(value)

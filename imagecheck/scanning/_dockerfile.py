@@ -19,11 +19,12 @@ https://docs.docker.com/reference/dockerfile/ — what is followed here:
   (it fails the build), so a ``$NAME`` there is reported as skipped, not substituted;
 - heredocs (``RUN <<EOF`` ... ``EOF``): their lines are not instructions.
 
-Bounded by construction (issue #10): continuations are joined and heredocs skipped in linear
-time; an ARG whose value would be longer than :data:`MAX_VALUE` characters, substitutions
-nested more than :data:`MAX_NESTING` deep, or more than :data:`MAX_SUBSTITUTED` characters
-substituted in one Dockerfile (``ARG B=$A$A``, ``ARG C=$B$B``...: 28 lines make 2^28) are
-not expanded: a ``FROM`` that needs such a value is a problem on its line.
+Bounded by construction, since the file may come from a hostile change: continuations are joined
+and heredocs skipped in linear time; an ARG whose value would be longer than :data:`MAX_VALUE`
+characters, substitutions nested more than :data:`MAX_NESTING` deep, or more than
+:data:`MAX_SUBSTITUTED` characters substituted in one Dockerfile (``ARG B=$A$A``, ``ARG
+C=$B$B``...: 28 lines make 2^28) are not expanded: a ``FROM`` that needs such a value is a
+problem on its line.
 """
 
 from __future__ import annotations

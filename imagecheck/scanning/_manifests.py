@@ -12,7 +12,7 @@ are followed as YAML 1.1 defines them: keys written in the mapping win, then the
 mappings in order.
 
 An alias makes the walk read its anchor's values again, so a few KiB of aliases to aliases
-could ask for millions of reads and occurrences (issue #10): what one file reads through
+could ask for millions of reads and occurrences: what one file reads through
 aliases is bounded (:class:`AliasBudget`), and so is the depth of merge keys that merge
 mappings with merge keys (:data:`MAX_MERGE_DEPTH`). Past either, the problem is reported where
 the alias is written, and the rest of the file is not scanned.

@@ -1,5 +1,5 @@
 """Which files a scan reads, and how: paths to files, directory walks, confinement, bounded
-reads (issue #10).
+reads.
 
 Every file may come from a hostile pull request: only regular files are read, at most
 :data:`MAX_FILE_BYTES` of each (:func:`imagecheck._files.read_regular_file`); a link found in a

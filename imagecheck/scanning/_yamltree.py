@@ -8,9 +8,10 @@ keep an :class:`Alias` where the text has one. The tree is composed without recu
 deep nesting cannot exhaust the stack, and nothing is constructed: unknown tags
 (``!Ref``), duplicate keys and unhashable keys never fail a scan.
 
-Bounded by construction (issue #10): a document nested more than :data:`MAX_DEPTH` deep (as
-libyaml itself refuses; PyYAML's own parser would go on) or of more than :data:`MAX_NODES`
-nodes is a problem at the line where it crosses the limit, like a syntax error.
+Bounded by construction, since the file may come from a hostile change: a document nested more
+than :data:`MAX_DEPTH` deep (as libyaml itself refuses; PyYAML's own parser would go on) or of
+more than :data:`MAX_NODES` nodes is a problem at the line where it crosses the limit, like a
+syntax error.
 
 A syntax error ends only the document it is in: the problem is recorded with its line and
 parsing resumes at the next ``---`` at or after the error. A line starting with ``---`` ends

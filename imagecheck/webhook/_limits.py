@@ -1,4 +1,4 @@
-"""The webhook's defaults for hostile clients and big reviews (issue #10), in a module without
+"""The webhook's defaults for hostile clients and big reviews, in a module without
 the webhook extra's imports, so that the CLI can show them before it loads aiohttp."""
 
 # How long a client may take over its TLS handshake, a request's headers, and its body.

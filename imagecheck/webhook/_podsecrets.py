@@ -23,8 +23,9 @@ class PodSecrets:
     """
 
     TTL = 60.0
-    # Bounded (issue #10): keychains kept (least recently used dropped first), and secrets
-    # read per review (a pod may list any number; the kubelet rarely needs more than a few).
+    # Bounded, since any pod may name secrets: keychains kept (least recently used dropped
+    # first), and secrets read per review (a pod may list any number; the kubelet rarely needs
+    # more than a few).
     MAX_ENTRIES = 1000
     MAX_SECRETS = 16
 

@@ -1,7 +1,7 @@
 """AdmissionReview (``admission.k8s.io/v1``) in, the images it would run out, and the answer
 back. Pure: no I/O.
 
-The body is untrusted JSON (issue #10): it is parsed with a depth bound (parts nested
+The body is untrusted JSON: it is parsed with a depth bound (parts nested
 deeper than ``MAX_DEPTH`` are read as empty, nothing we look at is that deep) and numbers of
 any length, so that every review the API server can send gets an answer, never a 500.
 
