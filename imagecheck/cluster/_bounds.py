@@ -1,5 +1,5 @@
 """Bounds on what the Kubernetes API sends cluster mode, applied before lightkube reads a
-byte (a response hook on its httpx2 client; ``imagecheck.bounded`` does the same for httpx's
+byte (a response hook on its httpx2 client; ``imagecheck._capped`` does the same for httpx's
 types, which httpx2's are not). Responses are asked for unencoded (``Accept-Encoding:
 identity``) and an encoded one is refused, so the caps count the bytes that get decoded.
 """

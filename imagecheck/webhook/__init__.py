@@ -1,6 +1,13 @@
 """``imagecheck serve``: a validating admission webhook that refuses workloads whose images do
 not exist, before the scheduler allocates anything.
 
+A review's object is walked for its containers and pull secrets (:mod:`imagecheck.kube`), each
+image is checked with the credentials its pod would pull with, and answers are shared across
+reviews for as long as each stays true. What one review may cost is bounded (its images, the
+time it waits, the connections and bytes a client may hold), since anyone who may create a pod
+can send one. Logs are JSON lines (:class:`JsonFormatter`), and Prometheus metrics count what
+was answered.
+
 It needs the ``webhook`` extra (``pip install 'imagecheck[webhook]'``); the initContainer
 image does not carry it. Names are imported on first use, so the defaults the command line
 shows load no aiohttp.

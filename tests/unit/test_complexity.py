@@ -1,5 +1,5 @@
 """No function in ``imagecheck/`` above cyclomatic-complexity grade C, as ``radon cc`` grades
-it (issue #12: "functions short enough to read at a glance"; the worst was ``scan`` at D 24).
+it: functions short enough to read at a glance.
 
 Every module is measured, none excluded: methods, nested functions and the methods of nested
 classes too.
