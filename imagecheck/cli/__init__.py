@@ -3,6 +3,7 @@ library (``imagecheck.run``) once, renders the results, and exits with the code
 ``imagecheck.exitcodes`` maps them, or the error that stopped it, to.
 
 - ``_app``: the group, where every command ends (errors, Ctrl-C, SIGTERM)
+- ``_help``: the exit-code tables of ``--help``, from ``imagecheck.exitcodes``
 - ``_types``: option values parsed and bounded as click reads them
 - ``_options``: shared options, credentials from stdin, output, termination message, exit
 - ``_audit``, ``_check``, ``_reap``, ``_scan``, ``_serve``: one command each
@@ -21,16 +22,17 @@ from imagecheck._lazy import load_export
 TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the name as true
 
 if TYPE_CHECKING:
-    from imagecheck.cli._app import EXIT_CODES_HELP, cli
+    from imagecheck.cli._app import cli
     from imagecheck.cli._audit import audit
     from imagecheck.cli._check import check
+    from imagecheck.cli._help import EXIT_CODES_HELP
     from imagecheck.cli._reap import reap
     from imagecheck.cli._scan import scan
     from imagecheck.cli._serve import serve
     from imagecheck.cli._types import duration, mirror_pair
 
 _EXPORTS = {
-    "EXIT_CODES_HELP": "imagecheck.cli._app",
+    "EXIT_CODES_HELP": "imagecheck.cli._help",
     "audit": "imagecheck.cli._audit",
     "cli": "imagecheck.cli._app",
     "check": "imagecheck.cli._check",

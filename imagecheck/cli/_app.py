@@ -22,23 +22,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-EXIT_CODES_HELP = """\b
-Exit codes:
-  0    every image was found
-  1    at least one image is missing
-  2    usage error or invalid reference (nothing was sent to any registry)
-  3    access denied (repository does not exist or requires authorization)
-  4    registry unreachable, failing after retries, or deadline exceeded
-  130  interrupted (Ctrl-C); 143 terminated (SIGTERM)
-When several apply: 2, then 1, then 3, then 4."""
-
-
-SCAN_EXIT_CODES_HELP = EXIT_CODES_HELP.replace(
-    "usage error or invalid reference (nothing was sent to any registry)",
-    "usage error, invalid reference, or a file that cannot be read (the rest is checked)",
-)
-
-
 # Each command's module, imported only when that command runs (or --help lists it): `check`
 # never loads serve's aiohttp or scan's PyYAML, and `--version` loads none (issue #14).
 COMMANDS = {

@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from imagecheck.cli._app import EXIT_CODES_HELP, Terminated, run_async
+from imagecheck.cli._app import Terminated, run_async
+from imagecheck.cli._help import exit_codes_help
 from imagecheck.cli._options import (
     CheckSettings,
     conclude,
@@ -35,13 +36,15 @@ from imagecheck.cluster import (
 )
 from imagecheck.cluster import audit as run_audit
 from imagecheck.errors import UsageError
+from imagecheck.exitcodes import MEANINGS, ExitCode
 from imagecheck.run import client_options, keychain
 
 AUDIT_EXIT_CODES_HELP = (
-    EXIT_CODES_HELP.replace(
-        "registry unreachable, failing after retries, or deadline exceeded",
-        "registry unreachable, failing after retries, or deadline exceeded; the Kubernetes API "
-        "unreachable or refusing a list (403: the RBAC rule is named)",
+    exit_codes_help(
+        {
+            ExitCode.ERROR: f"{MEANINGS[ExitCode.ERROR]}; the Kubernetes API unreachable or "
+            "refusing a list (403: the RBAC rule is named)"
+        }
     )
     + "\nWith --serve: 0 stopped by SIGTERM/SIGINT; 2 usage error (options, kubeconfig, --listen)."
 )

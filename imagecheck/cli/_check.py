@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from imagecheck._files import read_regular_file, size_text
-from imagecheck.cli._app import EXIT_CODES_HELP
+from imagecheck.cli._help import EXIT_CODES_HELP
 from imagecheck.cli._options import (
     CheckSettings,
     check_options,

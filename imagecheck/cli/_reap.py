@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from imagecheck.cli._app import run_async
+from imagecheck.cli._help import exit_codes_help
 from imagecheck.cli._options import (
     CheckSettings,
     read_credentials,
@@ -21,6 +22,7 @@ from imagecheck.cli._options import (
 )
 from imagecheck.cli._types import Seconds
 from imagecheck.errors import UsageError
+from imagecheck.exitcodes import ExitCode
 from imagecheck.result import Status
 
 if TYPE_CHECKING:  # the cluster modules load when reap runs, not for `check`
@@ -28,14 +30,18 @@ if TYPE_CHECKING:  # the cluster modules load when reap runs, not for `check`
     from imagecheck.cli import _reap_loop
     from imagecheck.cluster import Cluster, Outcome, Reaper, ReapOptions
 
-REAP_HELP = """\b
-Exit codes:
-  0    the pass ran (whatever it found: each stuck pod is a line of output)
-  2    usage error (an option, a credential source)
-  4    the Kubernetes API refused (the message names the RBAC verb and resource) or failed;
-       an Event that cannot be written is only a warning: the Job's imagecheck.io/reaped
-       annotation, written by the patch that fails it, is the durable record
-  130  interrupted (Ctrl-C); 143 terminated (SIGTERM)"""
+REAP_HELP = exit_codes_help(
+    {
+        ExitCode.OK: "the pass ran (whatever it found: each stuck pod is a line of output)",
+        ExitCode.USAGE: "usage error (an option, a credential source)",
+        ExitCode.ERROR: "the Kubernetes API refused (the message names the RBAC verb and "
+        "resource) or failed;\nan Event that cannot be written is only a warning: the Job's "
+        "imagecheck.io/reaped\nannotation, written by the patch that fails it, is the durable "
+        "record",
+    },
+    codes=(ExitCode.OK, ExitCode.USAGE, ExitCode.ERROR, ExitCode.INTERRUPTED),
+    precedence=False,
+)
 
 log = logging.getLogger("imagecheck")
 VERDICTS = {s.value: s for s in (Status.MISSING, Status.INVALID, Status.DENIED, Status.ERROR)}

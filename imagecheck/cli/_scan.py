@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from imagecheck.cli._app import SCAN_EXIT_CODES_HELP
+from imagecheck.cli._help import exit_codes_help
 from imagecheck.cli._options import (
     CheckSettings,
     check_options,
@@ -22,6 +22,7 @@ from imagecheck.cli._options import (
 )
 from imagecheck.cli._progress import MIN_FILES, counter
 from imagecheck.errors import UsageError
+from imagecheck.exitcodes import ExitCode
 from imagecheck.render import (
     render_scan_github,
     render_scan_json,
@@ -34,6 +35,13 @@ from imagecheck.result import CheckResult
 if TYPE_CHECKING:  # scanning needs PyYAML: imported when scan runs, not by `check`
     from imagecheck.scanning import FileProblem, ScanReport
 
+# A file that cannot be read is bad input too, and does not stop the rest.
+SCAN_EXIT_CODES_HELP = exit_codes_help(
+    {
+        ExitCode.USAGE: "usage error, invalid reference, or a file that cannot be read "
+        "(the rest is checked)"
+    }
+)
 RENDERERS = {"text": render_scan_text, "json": render_scan_json, "github": render_scan_github}
 LIST_RENDERERS = {"text": render_scan_list_text, "json": render_scan_list_json}
 
