@@ -4,7 +4,8 @@ library (``imagecheck.run``) once, renders the results, and exits with the code
 
 - ``_app``: the group, where every command ends (errors, Ctrl-C, SIGTERM)
 - ``_help``: the exit-code tables of ``--help``, from ``imagecheck.exitcodes``
-- ``_types``: option values parsed and bounded as click reads them
+- ``_types``: option values parsed and bounded as click reads them, listen addresses
+- ``_logs``: where log lines go (``imagecheck: ...`` lines, or JSON for the servers)
 - ``_options``: shared options, credentials from stdin, output, termination message, exit
 - ``_audit``, ``_check``, ``_reap``, ``_scan``, ``_serve``: one command each
 """
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from imagecheck.cli._reap import reap
     from imagecheck.cli._scan import scan
     from imagecheck.cli._serve import serve
-    from imagecheck.cli._types import duration, mirror_pair
+    from imagecheck.cli._types import duration, listen_address, mirror_pair
 
 _EXPORTS = {
     "EXIT_CODES_HELP": "imagecheck.cli._help",
@@ -41,6 +42,7 @@ _EXPORTS = {
     "serve": "imagecheck.cli._serve",
     "duration": "imagecheck.cli._types",
     "mirror_pair": "imagecheck.cli._types",
+    "listen_address": "imagecheck.cli._types",
 }
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "check",
     "cli",
     "duration",
+    "listen_address",
     "main",
     "mirror_pair",
     "reap",

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import signal
-import sys
 from collections.abc import Coroutine, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -138,14 +137,3 @@ async def cancel_on_sigterm(coro: Coroutine[Any, Any, T]) -> T:
         if terminated:
             raise Terminated from None
         raise
-
-
-def setup_logging(verbose: bool) -> None:
-    import logging  # noqa: PLC0415 - not for --version and --help
-
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("imagecheck: %(message)s"))
-    logger = logging.getLogger("imagecheck")
-    logger.handlers[:] = [handler]
-    logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
-    logger.propagate = False

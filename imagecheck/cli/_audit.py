@@ -11,6 +11,7 @@ import click
 
 from imagecheck.cli._app import Terminated, run_async
 from imagecheck.cli._help import exit_codes_help
+from imagecheck.cli._logs import setup_json_logging
 from imagecheck.cli._options import (
     CheckSettings,
     conclude,
@@ -22,7 +23,7 @@ from imagecheck.cli._options import (
     run_options,
     start_run,
 )
-from imagecheck.cli._types import Count, Seconds
+from imagecheck.cli._types import Count, Seconds, listen_address
 from imagecheck.cluster import (
     DEFAULT_INTERVAL,
     DEFAULT_LISTEN,
@@ -152,8 +153,6 @@ def serve_audits(
     max_series: int | None,
 ) -> None:
     """``--serve``: audit every ``interval`` and serve the metrics, until SIGTERM (exit 0)."""
-    from imagecheck.cli._serve import listen_address, setup_json_logging  # noqa: PLC0415
-
     try:  # the cluster extra: imported only here
         from imagecheck.cluster import _exporter as exporter  # noqa: PLC0415
         from imagecheck.cluster import _serve as serve  # noqa: PLC0415

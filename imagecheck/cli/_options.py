@@ -15,7 +15,8 @@ import click
 
 from imagecheck._files import write_regular_file
 from imagecheck.authn import Credentials
-from imagecheck.cli._app import run_async, setup_logging
+from imagecheck.cli._app import run_async
+from imagecheck.cli._logs import setup_logging
 from imagecheck.cli._progress import MIN_IMAGES, counter
 from imagecheck.cli._types import Count, MirrorPair, PlatformChoice, RegistryHost, Seconds
 from imagecheck.errors import InvalidReferencesError, UsageError

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -15,20 +14,19 @@ from imagecheck.cli._app import run_async
 from imagecheck.cli._help import exit_codes_help
 from imagecheck.cli._options import (
     CheckSettings,
-    read_credentials,
     registry_options,
     require_credentials_host,
     start_run,
 )
-from imagecheck.cli._types import Seconds
+from imagecheck.cli._reaper import reaper_for
+from imagecheck.cli._types import Seconds, listen_address
 from imagecheck.errors import UsageError
 from imagecheck.exitcodes import ExitCode
 from imagecheck.result import Status
 
 if TYPE_CHECKING:  # the cluster modules load when reap runs, not for `check`
-    from imagecheck.authn import Keychain
     from imagecheck.cli import _reap_loop
-    from imagecheck.cluster import Cluster, Outcome, Reaper, ReapOptions
+    from imagecheck.cluster import Cluster, Outcome, ReapOptions
 
 REAP_HELP = exit_codes_help(
     {
@@ -182,7 +180,6 @@ def reap(
     loop = None
     if not once:
         from imagecheck.cli import _reap_loop  # noqa: PLC0415
-        from imagecheck.cli._serve import listen_address  # noqa: PLC0415
 
         listen = listen_address(metrics_listen, "--metrics-listen") if metrics_listen else None
         lease = (lease_name, lease_namespace) if leader_elect is not False else None
@@ -223,26 +220,6 @@ async def reap_once(
     for outcome in outcomes:
         echo(outcome)
     return outcomes
-
-
-@contextlib.asynccontextmanager
-async def reaper_for(
-    cluster: Cluster, reap_options: ReapOptions, settings: CheckSettings
-) -> AsyncIterator[Reaper]:
-    """A Reaper with the command's registry settings: the pods' own pull secrets first, then
-    what the command was given, as `check` orders them."""
-    from imagecheck.cluster import Reaper  # noqa: PLC0415
-    from imagecheck.registry import ImageChecker  # noqa: PLC0415
-    from imagecheck.run import client_options, keychain  # noqa: PLC0415
-
-    credentials = read_credentials(settings)
-
-    def keychain_for(texts: Sequence[tuple[str, str]]) -> Keychain:
-        return keychain(**settings.sources(credentials, texts))
-
-    own = keychain(**settings.sources(credentials))
-    async with ImageChecker(client_options(**settings.client_options()), own) as checker:
-        yield Reaper(cluster, checker, reap_options, keychain_for=keychain_for)
 
 
 def _cluster_factory(kubeconfig: str | None, context: str | None) -> Callable[[], Any]:

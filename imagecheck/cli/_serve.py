@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import ssl
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +11,7 @@ from typing import Any
 import click
 
 from imagecheck import run
+from imagecheck.cli._logs import setup_json_logging
 from imagecheck.cli._options import (
     MAX_TTL,
     CheckSettings,
@@ -20,7 +19,7 @@ from imagecheck.cli._options import (
     registry_options,
     require_credentials_host,
 )
-from imagecheck.cli._types import Count, Seconds
+from imagecheck.cli._types import Count, Seconds, listen_address
 from imagecheck.errors import UsageError
 from imagecheck.webhook import _limits as limits
 
@@ -203,22 +202,3 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     except ImportError:
         return None
     return uvloop.new_event_loop
-
-
-def listen_address(listen: str, flag: str = "--listen") -> tuple[str, int]:
-    """``HOST:PORT`` (``[::]:8443`` too) as a host to bind and a port."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"{flag} {listen!r}: expected HOST:PORT, e.g. 0.0.0.0:8443")
-    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - a webhook listens for the API server
-
-
-def setup_json_logging(formatter: logging.Formatter, verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(formatter)
-    for name in ("imagecheck", "aiohttp"):
-        logger = logging.getLogger(name)
-        logger.handlers[:] = [handler]
-        logger.setLevel(logging.DEBUG if verbose else logging.INFO)
-        logger.propagate = False
-    logging.getLogger("aiohttp").setLevel(logging.WARNING)
