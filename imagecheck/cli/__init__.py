@@ -6,7 +6,12 @@ library (``imagecheck.run``) once, renders the results, and exits with the code
 - ``_help``: the exit-code tables of ``--help``, from ``imagecheck.exitcodes``
 - ``_types``: option values parsed and bounded as click reads them, listen addresses
 - ``_logs``: where log lines go (``imagecheck: ...`` lines, or JSON for the servers)
-- ``_options``: shared options, credentials from stdin, output, termination message, exit
+- ``_options``: the shared options, as click declares them
+- ``_settings``: what they say, as one typed value (``CheckSettings``), built once
+- ``_credentials``: ``--username`` with ``--password-stdin`` or ``IMAGECHECK_PASSWORD``
+- ``_run``: references parsed once, the library call, the output streamed, the exit
+- ``_termination``: ``--termination-log``
+- ``_reaper``: the Reaper both ``reap`` and its loop (``_reap_loop``) start from
 - ``_audit``, ``_check``, ``_reap``, ``_scan``, ``_serve``: one command each
 """
 

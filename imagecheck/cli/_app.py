@@ -1,6 +1,6 @@
 """The ``imagecheck`` command group: where every command ends. An error that stops a command
 is one line on stderr and the exit code ``imagecheck.exitcodes`` maps it to; a command that
-gets results exits with the code they map to (``_options.conclude``). Ctrl-C and SIGTERM end
+gets results exits with the code they map to (``_run.conclude``). Ctrl-C and SIGTERM end
 a run promptly, with 130 and 143. Bad option values are click's, with exit 2 (``_types``).
 """
 

@@ -12,13 +12,9 @@ import click
 
 from imagecheck.cli._app import run_async
 from imagecheck.cli._help import exit_codes_help
-from imagecheck.cli._options import (
-    CheckSettings,
-    registry_options,
-    require_credentials_host,
-    start_run,
-)
+from imagecheck.cli._options import registry_options
 from imagecheck.cli._reaper import reaper_for
+from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
 from imagecheck.cli._types import Seconds, listen_address
 from imagecheck.errors import UsageError
 from imagecheck.exitcodes import ExitCode
@@ -136,6 +132,7 @@ def act_on(text: str) -> frozenset[Status]:
     help="text: a line per stuck pod; json: an object per line.",
 )
 @registry_options
+@with_settings
 def reap(
     once: bool,
     leader_elect: bool | None,
@@ -152,7 +149,7 @@ def reap(
     include_pods: bool,
     dry_run: bool,
     output: str,
-    **options: Any,
+    settings: CheckSettings,
 ) -> None:
     """Fail the Jobs whose pods wait on an image the registry says does not exist.
 
@@ -165,7 +162,6 @@ def reap(
     """
     from imagecheck.cluster import ReapOptions, Selector  # noqa: PLC0415
 
-    settings = start_run(options)
     require_credentials_host(settings, "reap")
     reap_options = ReapOptions(
         grace=grace,

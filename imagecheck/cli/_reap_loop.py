@@ -12,7 +12,7 @@ from imagecheck.cli._reaper import reaper_for
 from imagecheck.errors import UsageError
 
 if TYPE_CHECKING:
-    from imagecheck.cli._options import CheckSettings
+    from imagecheck.cli._settings import CheckSettings
     from imagecheck.cluster import Cluster, Hooks, Outcome, ReapMetrics, ReapOptions
 
 

@@ -7,7 +7,8 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
-from imagecheck.cli._options import CheckSettings, read_credentials
+from imagecheck.cli._credentials import read_credentials
+from imagecheck.cli._settings import CheckSettings
 
 if TYPE_CHECKING:  # the cluster modules load when reap runs, not for `check`
     from imagecheck.authn import Keychain
@@ -22,13 +23,12 @@ async def reaper_for(
     what the command was given, as `check` orders them."""
     from imagecheck.cluster import Reaper  # noqa: PLC0415
     from imagecheck.registry import ImageChecker  # noqa: PLC0415
-    from imagecheck.run import client_options, keychain  # noqa: PLC0415
 
     credentials = read_credentials(settings)
 
     def keychain_for(texts: Sequence[tuple[str, str]]) -> Keychain:
-        return keychain(**settings.sources(credentials, texts))
+        return settings.keychain(credentials, texts)
 
-    own = keychain(**settings.sources(credentials))
-    async with ImageChecker(client_options(**settings.client_options()), own) as checker:
+    own = settings.keychain(credentials)
+    async with ImageChecker(settings.client_options(), own) as checker:
         yield Reaper(cluster, checker, reap_options, keychain_for=keychain_for)

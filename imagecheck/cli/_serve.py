@@ -6,19 +6,13 @@ import asyncio
 import ssl
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
-from imagecheck import run
+from imagecheck.cli._credentials import read_credentials
 from imagecheck.cli._logs import setup_json_logging
-from imagecheck.cli._options import (
-    MAX_TTL,
-    CheckSettings,
-    read_credentials,
-    registry_options,
-    require_credentials_host,
-)
+from imagecheck.cli._options import MAX_TTL, registry_options
+from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
 from imagecheck.cli._types import Count, Seconds, listen_address
 from imagecheck.errors import UsageError
 from imagecheck.webhook import _limits as limits
@@ -130,6 +124,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
     help="How often to look for a rotated --tls-cert/--tls-key.",
 )
 @registry_options
+@with_settings
 def serve(
     listen: str,
     tls_cert: Path | None,
@@ -145,7 +140,7 @@ def serve(
     read_timeout: float,
     max_connections: int,
     max_images_per_review: int,
-    **options: Any,
+    settings: CheckSettings,
 ) -> None:
     """Run the validating admission webhook: refuse workloads whose images do not exist.
 
@@ -158,14 +153,13 @@ def serve(
         raise UsageError(
             f"serve needs the webhook extra: pip install 'imagecheck[webhook]' ({exc.name})"
         ) from None
-    settings = CheckSettings(**options)
     require_credentials_host(settings, "serve")
     host, port = listen_address(listen)
     if (tls_cert is None) != (tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
     if tls_cert is None and not insecure_http:
         raise UsageError("serve needs --tls-cert and --tls-key (or --insecure-http for tests)")
-    client_options = run.client_options(**settings.client_options())
+    client_options = settings.client_options()
     serve_settings = server.ServeSettings(
         host=host,
         port=port,
@@ -184,7 +178,7 @@ def serve(
     )
     setup_json_logging(telemetry.JsonFormatter(), settings.verbose)
     telemetry.lean_records()
-    keychain = run.keychain(**settings.sources(read_credentials(settings)))
+    keychain = settings.keychain(read_credentials(settings))
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             runner.run(server.serve(serve_settings, client_options, keychain))
