@@ -48,7 +48,16 @@ class ImagecheckError(Exception):
 
 
 class UsageError(ImagecheckError):
-    """The input was wrong: an option, a file, a reference. Nothing was sent."""
+    """The input was wrong: an option, a file, a reference. Nothing was sent.
+
+    ``setting``, when given, is the phrase the message names the wrong input by, in the
+    library's terms (``"platform"``); a front end words it as its own option
+    (``render.error_text``), as it words a :class:`Hint`.
+    """
+
+    def __init__(self, message: str, *, setting: str = "") -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 class InvalidReferenceError(UsageError, ValueError):

@@ -1,20 +1,12 @@
 """Exit codes: the one map from how a run ended to the number a shell, a CI job or a pod sees.
 
-===== ===================================================================================
-code  meaning
-===== ===================================================================================
-0     every image was found
-1     at least one image is missing
-2     bad input: an invalid reference, option, file or credential source; nothing was sent
-3     access denied: the repository does not exist or requires authorization
-4     a registry that could not be reached or kept failing, TLS or protocol failure, the
-      deadline; also an internal error (a bug)
-130   interrupted (Ctrl-C); 143 terminated (SIGTERM): the command line only
-===== ===================================================================================
+:class:`ExitCode` names them and :data:`MEANINGS` says what each means (the command line's
+``--help`` prints that table, so it is said once). Exit 4 is also an internal error (a bug);
+130 and 143 are the command line's only.
 
-When several apply, the first of 2, 1, 3, 4 wins (issue #2): a typo beats a missing image,
-which beats a denial, which beats a flaky registry. A run ends either with results
-(:func:`exit_code`) or with an error that stopped it before any answer
+When several apply, the first of 2, 1, 3, 4 wins (:data:`RESULT_PRECEDENCE`): a typo beats a
+missing image, which beats a denial, which beats a flaky registry. A run ends either with
+results (:func:`exit_code`) or with an error that stopped it before any answer
 (:func:`error_exit_code`).
 """
 
@@ -37,6 +29,17 @@ class ExitCode(enum.IntEnum):
     INTERRUPTED = 130
     TERMINATED = 143
 
+
+# What each code means to whoever reads a check's exit status.
+MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "every image was found",
+    ExitCode.MISSING: "at least one image is missing",
+    ExitCode.USAGE: "usage error or invalid reference (nothing was sent to any registry)",
+    ExitCode.DENIED: "access denied (repository does not exist or requires authorization)",
+    ExitCode.ERROR: "registry unreachable, failing after retries, or deadline exceeded",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
+    ExitCode.TERMINATED: "terminated (SIGTERM)",
+}
 
 # Results: the first status present decides. The order is the precedence.
 RESULT_PRECEDENCE: tuple[tuple[Status, ExitCode], ...] = (

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from imagecheck._text import printable
-from imagecheck.errors import Hint, ImagecheckError, RegistryError
+from imagecheck.errors import Hint, ImagecheckError, RegistryError, UsageError
 from imagecheck.result import CheckResult, Status
 
 if TYPE_CHECKING:  # scanning needs PyYAML: not loaded by `check` (an initContainer's start-up)
@@ -27,6 +27,20 @@ P = TypeVar("P")  # a place an image is used: a file's line (scan), a workload (
 
 # Kubernetes keeps at most 4096 bytes of a container's termination message.
 TERMINATION_LOG_LIMIT = 4096
+
+
+# The command line's words for the settings library messages name (``UsageError.setting``,
+# the webhook's ``errors_pass``): the one place a library's setting becomes an option.
+OPTION_TEXT = {
+    "platform": "--platform",
+    "the in-cluster API client": "--from-pod",  # kube.SETTING: InCluster's errors
+    "errors_pass": "--on-error pass",
+}
+
+
+def option_text(setting: str) -> str:
+    """``setting`` (a library's name for an input) in the words of the command line."""
+    return OPTION_TEXT.get(setting, setting)
 
 
 def hint_text(hint: Hint) -> str:
@@ -47,9 +61,13 @@ def explained(result: CheckResult) -> CheckResult:
 
 
 def error_text(error: ImagecheckError) -> str:
-    """An error that stopped a run, as one line, with its hint, if any, worded at the end."""
+    """An error that stopped a run, as one line: the setting it names, if any, worded as the
+    option, and its hint, if any, worded at the end."""
+    text = str(error)
+    if isinstance(error, UsageError) and error.setting:
+        text = text.replace(error.setting, option_text(error.setting), 1)
     hint = error.hint if isinstance(error, RegistryError) else None
-    return f"{error}; {hint_text(hint)}" if hint is not None else str(error)
+    return f"{text}; {hint_text(hint)}" if hint is not None else text
 
 
 def shown(result: CheckResult) -> str:

@@ -134,23 +134,35 @@ def keychain(
     )
 
 
-def parse_all(images: Iterable[str]) -> list[tuple[str, Reference]]:
-    """Every image parsed, as ``(text as given, reference)``; an
-    :class:`InvalidReferencesError` naming every invalid one otherwise."""
+def parse_each(
+    images: Iterable[Reference | str],
+) -> tuple[list[tuple[str, Reference]], list[InvalidReferenceError]]:
+    """Every image parsed once, in order: the valid ones as ``(text as given, reference)`` (a
+    ``Reference`` given is its own text), and the error of each invalid one."""
     parsed: list[tuple[str, Reference]] = []
     invalid: list[InvalidReferenceError] = []
     for image in images:
+        if isinstance(image, Reference):
+            parsed.append((str(image), image))
+            continue
         try:
             parsed.append((image, parse_reference(image)))
         except InvalidReferenceError as exc:
             invalid.append(exc)
+    return parsed, invalid
+
+
+def parse_all(images: Iterable[Reference | str]) -> list[tuple[str, Reference]]:
+    """Every image parsed, as ``(text as given, reference)``; an
+    :class:`InvalidReferencesError` naming every invalid one otherwise."""
+    parsed, invalid = parse_each(images)
     if invalid:
         raise InvalidReferencesError(invalid)
     return parsed
 
 
 async def acheck(
-    images: Iterable[str],
+    images: Iterable[Reference | str],
     *,
     deadline: float | None = None,
     wait: float | None = None,
@@ -209,8 +221,6 @@ async def acheck(
         denied_as_missing=denied_as_missing,
     )
     items = parse_all(images)
-    if deadline is None:
-        deadline = default_deadline(len({ref for _, ref in items}))
     chain = keychain(
         credentials=credentials,
         credentials_for=credentials_for,
@@ -219,6 +229,26 @@ async def acheck(
         pod_pull_secrets=pod_pull_secrets,
         env=env,
     )
+    return await check_parsed(
+        items, options, chain, deadline=deadline, wait=wait, progress=progress, checked=checked
+    )
+
+
+async def check_parsed(
+    items: Sequence[tuple[str, Reference]],
+    options: ClientOptions,
+    chain: Keychain,
+    *,
+    deadline: float | None = None,
+    wait: float | None = None,
+    progress: Callable[[str], None] | None = None,
+    checked: Progress | None = None,
+) -> list[CheckResult]:
+    """:func:`acheck`'s last step, for a caller that has its steps' values already: references
+    parsed (:func:`parse_each`), options checked (:func:`client_options`), credential sources
+    read (:func:`keychain`). ``deadline`` and ``wait`` as :func:`acheck` takes them."""
+    if deadline is None:
+        deadline = default_deadline(len({ref for _, ref in items}))
     async with ImageChecker(options, chain) as checker:
         if wait is None:
             return await checker.check_many(items, Deadline.after(deadline), checked=checked)

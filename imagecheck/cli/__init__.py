@@ -3,8 +3,15 @@ library (``imagecheck.run``) once, renders the results, and exits with the code
 ``imagecheck.exitcodes`` maps them, or the error that stopped it, to.
 
 - ``_app``: the group, where every command ends (errors, Ctrl-C, SIGTERM)
-- ``_types``: option values parsed and bounded as click reads them
-- ``_options``: shared options, credentials from stdin, output, termination message, exit
+- ``_help``: the exit-code tables of ``--help``, from ``imagecheck.exitcodes``
+- ``_types``: option values parsed and bounded as click reads them, listen addresses
+- ``_logs``: where log lines go (``imagecheck: ...`` lines, or JSON for the servers)
+- ``_options``: the shared options, as click declares them
+- ``_settings``: what they say, as one typed value (``CheckSettings``), built once
+- ``_credentials``: ``--username`` with ``--password-stdin`` or ``IMAGECHECK_PASSWORD``
+- ``_run``: references parsed once, the library call, the output streamed, the exit
+- ``_termination``: ``--termination-log``
+- ``_reaper``: the Reaper both ``reap`` and its loop (``_reap_loop``) start from
 - ``_audit``, ``_check``, ``_reap``, ``_scan``, ``_serve``: one command each
 """
 
@@ -21,16 +28,17 @@ from imagecheck._lazy import load_export
 TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the name as true
 
 if TYPE_CHECKING:
-    from imagecheck.cli._app import EXIT_CODES_HELP, cli
+    from imagecheck.cli._app import cli
     from imagecheck.cli._audit import audit
     from imagecheck.cli._check import check
+    from imagecheck.cli._help import EXIT_CODES_HELP
     from imagecheck.cli._reap import reap
     from imagecheck.cli._scan import scan
     from imagecheck.cli._serve import serve
-    from imagecheck.cli._types import duration, mirror_pair
+    from imagecheck.cli._types import duration, listen_address, mirror_pair
 
 _EXPORTS = {
-    "EXIT_CODES_HELP": "imagecheck.cli._app",
+    "EXIT_CODES_HELP": "imagecheck.cli._help",
     "audit": "imagecheck.cli._audit",
     "cli": "imagecheck.cli._app",
     "check": "imagecheck.cli._check",
@@ -39,6 +47,7 @@ _EXPORTS = {
     "serve": "imagecheck.cli._serve",
     "duration": "imagecheck.cli._types",
     "mirror_pair": "imagecheck.cli._types",
+    "listen_address": "imagecheck.cli._types",
 }
 
 __all__ = [
@@ -47,6 +56,7 @@ __all__ = [
     "check",
     "cli",
     "duration",
+    "listen_address",
     "main",
     "mirror_pair",
     "reap",

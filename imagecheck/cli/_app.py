@@ -1,6 +1,6 @@
 """The ``imagecheck`` command group: where every command ends. An error that stops a command
 is one line on stderr and the exit code ``imagecheck.exitcodes`` maps it to; a command that
-gets results exits with the code they map to (``_options.conclude``). Ctrl-C and SIGTERM end
+gets results exits with the code they map to (``_run.conclude``). Ctrl-C and SIGTERM end
 a run promptly, with 130 and 143. Bad option values are click's, with exit 2 (``_types``).
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import signal
-import sys
 from collections.abc import Coroutine, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -21,23 +20,6 @@ if TYPE_CHECKING:
     from imagecheck.exitcodes import ExitCode
 
 T = TypeVar("T")
-
-EXIT_CODES_HELP = """\b
-Exit codes:
-  0    every image was found
-  1    at least one image is missing
-  2    usage error or invalid reference (nothing was sent to any registry)
-  3    access denied (repository does not exist or requires authorization)
-  4    registry unreachable, failing after retries, or deadline exceeded
-  130  interrupted (Ctrl-C); 143 terminated (SIGTERM)
-When several apply: 2, then 1, then 3, then 4."""
-
-
-SCAN_EXIT_CODES_HELP = EXIT_CODES_HELP.replace(
-    "usage error or invalid reference (nothing was sent to any registry)",
-    "usage error, invalid reference, or a file that cannot be read (the rest is checked)",
-)
-
 
 # Each command's module, imported only when that command runs (or --help lists it): `check`
 # never loads serve's aiohttp or scan's PyYAML, and `--version` loads none (issue #14).
@@ -155,14 +137,3 @@ async def cancel_on_sigterm(coro: Coroutine[Any, Any, T]) -> T:
         if terminated:
             raise Terminated from None
         raise
-
-
-def setup_logging(verbose: bool) -> None:
-    import logging  # noqa: PLC0415 - not for --version and --help
-
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("imagecheck: %(message)s"))
-    logger = logging.getLogger("imagecheck")
-    logger.handlers[:] = [handler]
-    logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
-    logger.propagate = False

@@ -9,19 +9,14 @@ from typing import Any
 
 import click
 
-from imagecheck.cli._app import EXIT_CODES_HELP, Terminated, run_async
-from imagecheck.cli._options import (
-    CheckSettings,
-    conclude,
-    explain_all,
-    read_credentials,
-    registry_options,
-    report_output,
-    require_credentials_host,
-    run_options,
-    start_run,
-)
-from imagecheck.cli._types import Count, Seconds
+from imagecheck.cli._app import Terminated, run_async
+from imagecheck.cli._credentials import read_credentials
+from imagecheck.cli._help import exit_codes_help
+from imagecheck.cli._logs import setup_json_logging
+from imagecheck.cli._options import registry_options, report_output, run_options
+from imagecheck.cli._run import conclude, explain_all
+from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
+from imagecheck.cli._types import Count, Seconds, listen_address
 from imagecheck.cluster import (
     DEFAULT_INTERVAL,
     DEFAULT_LISTEN,
@@ -35,13 +30,14 @@ from imagecheck.cluster import (
 )
 from imagecheck.cluster import audit as run_audit
 from imagecheck.errors import UsageError
-from imagecheck.run import client_options, keychain
+from imagecheck.exitcodes import MEANINGS, ExitCode
 
 AUDIT_EXIT_CODES_HELP = (
-    EXIT_CODES_HELP.replace(
-        "registry unreachable, failing after retries, or deadline exceeded",
-        "registry unreachable, failing after retries, or deadline exceeded; the Kubernetes API "
-        "unreachable or refusing a list (403: the RBAC rule is named)",
+    exit_codes_help(
+        {
+            ExitCode.ERROR: f"{MEANINGS[ExitCode.ERROR]}; the Kubernetes API unreachable or "
+            "refusing a list (403: the RBAC rule is named)"
+        }
     )
     + "\nWith --serve: 0 stopped by SIGTERM/SIGINT; 2 usage error (options, kubeconfig, --listen)."
 )
@@ -100,31 +96,37 @@ AUDIT_EXIT_CODES_HELP = (
 )
 @registry_options
 @lambda command: run_options(command, wait=False)
-def audit(**options: Any) -> None:
+@with_settings
+def audit(
+    namespace: str | None,
+    labels: str | None,
+    kinds: tuple[str, ...],
+    kubeconfig: str | None,
+    context: str | None,
+    no_pull_secrets: bool,
+    output: str,
+    serve: bool,
+    interval: float | None,
+    listen: str | None,
+    max_series: int | None,
+    settings: CheckSettings,
+) -> None:
     """Check the images of every workload in a cluster: Deployments, StatefulSets, DaemonSets,
     CronJobs, Jobs and ReplicaSets without a listed owner, bare Pods (and custom resources
     named with --kind). Each distinct image is checked once, offering the pull secrets of
     every workload that uses it, then the local credentials. Needs the cluster extra."""
-    own = {k: options.pop(k) for k in ("namespace", "labels", "kinds", "kubeconfig", "context",
-                                        "no_pull_secrets", "output")}  # fmt: skip
-    serving = {k: options.pop(k) for k in ("serve", "interval", "listen", "max_series")}
-    settings = start_run(options)
     require_credentials_host(settings, "audit")
-    selector = Selector(namespace=own["namespace"], labels=own["labels"])
-    kinds = [parse_kind(text) for text in own["kinds"]]
-    if serving.pop("serve"):
-        how = Connection(selector, kinds, not own["no_pull_secrets"], own["kubeconfig"],
-                         own["context"])  # fmt: skip
-        serve_audits(settings, how, **serving)
+    selector = Selector(namespace=namespace, labels=labels)
+    custom = [parse_kind(text) for text in kinds]
+    how = Connection(selector, custom, not no_pull_secrets, kubeconfig, context)
+    if serve:
+        serve_audits(settings, how, interval, listen, max_series)
         return
-    if any(value is not None for value in serving.values()):
+    if any(value is not None for value in (interval, listen, max_series)):
         raise UsageError("--interval, --listen and --max-series go with --serve")
-    report = run_async(
-        audit_cluster(settings, selector, kinds, not own["no_pull_secrets"],
-                      own["kubeconfig"], own["context"])
-    )  # fmt: skip
+    report = run_async(audit_cluster(settings, how))
     results = dict(zip(report.results, explain_all(report.results.values()), strict=True))
-    text = RENDERERS[own["output"]](report.uses, results)
+    text = RENDERERS[output](report.uses, results)
     if text:
         click.echo(text)
     conclude(list(results.values()), settings)
@@ -149,8 +151,6 @@ def serve_audits(
     max_series: int | None,
 ) -> None:
     """``--serve``: audit every ``interval`` and serve the metrics, until SIGTERM (exit 0)."""
-    from imagecheck.cli._serve import listen_address, setup_json_logging  # noqa: PLC0415
-
     try:  # the cluster extra: imported only here
         from imagecheck.cluster import _exporter as exporter  # noqa: PLC0415
         from imagecheck.cluster import _serve as serve  # noqa: PLC0415
@@ -177,8 +177,8 @@ async def _serve(settings: CheckSettings, how: Connection, metrics: Any, where: 
 
     cluster = await KubeCluster.connect(kubeconfig=how.kubeconfig, context=how.context)
     # Read once: --password-stdin cannot be read at every audit.
-    base = keychain(**settings.sources(read_credentials(settings)))
-    options = client_options(**settings.client_options())
+    base = settings.keychain(read_credentials(settings))
+    options = settings.client_options()
 
     async def once() -> AuditReport:
         return await run_audit(cluster, how.selector, options, base, extra=how.kinds,
@@ -190,14 +190,7 @@ async def _serve(settings: CheckSettings, how: Connection, metrics: Any, where: 
         await cluster.close()
 
 
-async def audit_cluster(
-    settings: CheckSettings,
-    selector: Selector,
-    kinds: Sequence[Any],
-    secrets: bool,
-    kubeconfig: str | None,
-    context: str | None,
-) -> AuditReport:
+async def audit_cluster(settings: CheckSettings, how: Connection) -> AuditReport:
     """Connect (the cluster extra's client, loaded only here), then one audit."""
     try:
         # Absent without the cluster extra (lightkube).
@@ -206,20 +199,22 @@ async def audit_cluster(
         raise UsageError(
             "audit needs the cluster extra: pip install 'imagecheck[cluster]'"
         ) from None
-    cluster = await KubeCluster.connect(kubeconfig=kubeconfig, context=context)
+    cluster = await KubeCluster.connect(kubeconfig=how.kubeconfig, context=how.context)
     try:
-        return await audit_with(cluster, settings, selector, kinds, secrets)
+        return await audit_with(cluster, settings, how)
     finally:
         await cluster.close()
 
 
-async def audit_with(
-    cluster: Cluster, settings: CheckSettings, selector: Selector, kinds: Sequence[Any],
-    secrets: bool,
-) -> AuditReport:  # fmt: skip
+async def audit_with(cluster: Cluster, settings: CheckSettings, how: Connection) -> AuditReport:
     """One audit of ``cluster`` with the command line's registry options and credentials."""
-    base = keychain(**settings.sources(read_credentials(settings)))
-    options = client_options(**settings.client_options())
+    base = settings.keychain(read_credentials(settings))
     return await run_audit(
-        cluster, selector, options, base, extra=kinds, secrets=secrets, deadline=settings.deadline
+        cluster,
+        how.selector,
+        settings.client_options(),
+        base,
+        extra=how.kinds,
+        secrets=how.secrets,
+        deadline=settings.deadline,
     )

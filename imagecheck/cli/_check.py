@@ -5,22 +5,15 @@ from __future__ import annotations
 import io
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from imagecheck._files import read_regular_file, size_text
-from imagecheck.cli._app import EXIT_CODES_HELP
-from imagecheck.cli._options import (
-    CheckSettings,
-    check_options,
-    check_valid,
-    conclude,
-    echo_stream,
-    invalid_results,
-    start_run,
-    write_termination_log,
-)
+from imagecheck.cli._help import EXIT_CODES_HELP
+from imagecheck.cli._options import check_options
+from imagecheck.cli._run import check_valid, conclude, echo_stream, parse_images
+from imagecheck.cli._settings import CheckSettings, with_settings
+from imagecheck.cli._termination import write_termination_log
 from imagecheck.errors import RegistryError, UsageError
 from imagecheck.render import json_chunks, text_chunks
 
@@ -68,6 +61,7 @@ MAX_IMAGE_FILE = 64 * 1024 * 1024
     help="With --from-pod: the name of imagecheck's own container, which is skipped.",
 )
 @check_options
+@with_settings
 def check(
     images: tuple[str, ...],
     output: str,
@@ -75,7 +69,7 @@ def check(
     from_pod: bool,
     use_pod_pull_secrets: bool,
     self_container: str,
-    **options: Any,
+    settings: CheckSettings,
 ) -> None:
     """Check that each IMAGE exists in its registry.
 
@@ -89,7 +83,6 @@ def check(
     DOCKER_AUTH_CONFIG, Docker's config.json (with its credential helpers), podman's
     auth.json, anonymous.
     """
-    settings = start_run(options)
     if from_file is not None:
         if from_file == "-" and settings.password_stdin:
             raise UsageError("--from-file - and --password-stdin both read standard input")
@@ -104,9 +97,9 @@ def check(
         raise UsageError("no IMAGE to check (name some, or use --from-file or --from-pod)")
     # Nothing is sent anywhere when any reference is invalid (exit 2); and nothing read, not
     # even the password on standard input.
-    results = invalid_results(images)
+    parsed, results = parse_images(images)
     if not results:
-        results = check_valid(images, settings, pod_pull_secrets=pod_secrets)
+        results = check_valid(parsed, settings, pod_pull_secrets=pod_secrets)
     echo_stream(json_chunks(results) if output == "json" else text_chunks(results))
     conclude(results, settings)
 

@@ -1,49 +1,35 @@
-"""The options commands share, as one value (:class:`CheckSettings`), and the steps around
-the library call that only a command line has: credentials from standard input, the output,
-the termination message, the exit."""
+"""The options commands share, as click declares them: how to reach registries and which
+credentials to offer (:func:`registry_options`), how a one-off run ends (:func:`run_options`),
+scan's and audit's ``--output``. What they say is one value: ``_settings.CheckSettings``."""
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
 
 import click
 
-from imagecheck._files import write_regular_file
-from imagecheck.authn import Credentials
-from imagecheck.cli._app import run_async, setup_logging
-from imagecheck.cli._progress import MIN_IMAGES, counter
+from imagecheck.cli._settings import DEFAULT_TERMINATION_LOG
 from imagecheck.cli._types import Count, MirrorPair, PlatformChoice, RegistryHost, Seconds
-from imagecheck.errors import InvalidReferencesError, UsageError
-from imagecheck.exitcodes import ExitCode, OnError, exit_code
 from imagecheck.registry import ClientOptions
-from imagecheck.render import explained, shown, termination_summary
-from imagecheck.result import CheckResult, Status
 from imagecheck.run import (
     CONCURRENCY_RANGE,
     DEADLINE_RANGE,
     RETRIES_RANGE,
     TIMEOUT_RANGE,
     WAIT_RANGE,
-    acheck,
-    parse_all,
 )
 
+# A command function, as click's decorators take and give it.
+Command = Callable[..., None]
+Decorator = Callable[[Command], Command]
+
 DEFAULTS = ClientOptions()
-DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 # serve's cache lifetimes and reload interval: a week, far inside what timers can hold.
 MAX_TTL = 7 * 86400
-# --password-stdin: a password or token (a JWT is a few KiB) on one line.
-MAX_PASSWORD = 64 * 1024
-# Chunks of output written at once by echo_stream: about 128 results of JSON.
-OUTPUT_BATCH = 256
 
 
-def report_output(located: str, items: str) -> Callable[[Callable[..., None]], Any]:
+def report_output(located: str, items: str) -> Decorator:
     """``--output text|json|github`` of the commands that report images where they were found
     (scan, audit): ``located`` says where text output places them, ``items`` what JSON lists."""
     return click.option(
@@ -57,13 +43,13 @@ def report_output(located: str, items: str) -> Callable[[Callable[..., None]], A
     )
 
 
-def apply_options(command: Callable[..., None], options: list[Any]) -> Callable[..., None]:
+def apply_options(command: Command, options: Sequence[Decorator]) -> Command:
     for option in reversed(options):
         command = option(command)
     return command
 
 
-def registry_options(command: Callable[..., None]) -> Callable[..., None]:
+def registry_options(command: Command) -> Command:
     """How to reach registries and which credentials to offer: check, scan and serve."""
     options = [
         click.option("--concurrency", type=Count(*CONCURRENCY_RANGE),
@@ -114,7 +100,7 @@ def registry_options(command: Callable[..., None]) -> Callable[..., None]:
     return apply_options(command, options)
 
 
-def run_options(command: Callable[..., None], *, wait: bool = True) -> Callable[..., None]:
+def run_options(command: Command, *, wait: bool = True) -> Command:
     """How a one-off run ends: its deadline, waiting (not for ``audit``, whose images are
     what is deployed now), failure policy, termination message."""
     options = [
@@ -139,198 +125,6 @@ def run_options(command: Callable[..., None], *, wait: bool = True) -> Callable[
     return apply_options(command, options)
 
 
-def check_options(command: Callable[..., None]) -> Callable[..., None]:
+def check_options(command: Command) -> Command:
     """Every option of a command that checks images once (check, scan)."""
     return run_options(registry_options(command))
-
-
-@dataclass(frozen=True)
-class CheckSettings:
-    """What the check options say, as one value (parsed by the option types)."""
-
-    concurrency: int
-    timeout: float
-    retries: int
-    denied_as_missing: bool
-    platform: str | None
-    mirrors: tuple[tuple[str, str], ...]
-    insecure: tuple[str, ...]
-    ca_files: tuple[Path, ...]
-    username: str | None
-    password_stdin: bool
-    docker_config: str | None
-    pull_secrets: tuple[str, ...]
-    verbose: bool
-    credentials_for: tuple[str, ...] = ()
-    # run options (check, scan); serve has its own notion of each
-    deadline: float | None = None  # None: imagecheck.run.default_deadline
-    wait: float | None = None
-    on_error: OnError = "fail"
-    termination_log: str = DEFAULT_TERMINATION_LOG
-
-    def client_options(self) -> dict[str, Any]:
-        """How to reach registries: ``imagecheck.run.client_options``' keywords."""
-        return {
-            "timeout": self.timeout,
-            "retries": self.retries,
-            "concurrency": self.concurrency,
-            "platform": self.platform,
-            "mirrors": self.mirrors,
-            "insecure_registries": self.insecure,
-            "ca_files": self.ca_files,
-            "denied_as_missing": self.denied_as_missing,
-        }
-
-    def sources(
-        self, credentials: Credentials | None, pod_pull_secrets: Sequence[tuple[str, str]] = ()
-    ) -> dict[str, Any]:
-        """The credential sources: ``imagecheck.run.keychain``'s keywords."""
-        return {
-            "credentials": credentials,
-            "credentials_for": self.credentials_for,
-            "docker_config": self.docker_config,
-            "pull_secrets": self.pull_secrets,
-            "pod_pull_secrets": pod_pull_secrets,
-        }
-
-    def run_options(
-        self, credentials: Credentials | None, pod_pull_secrets: Sequence[tuple[str, str]] = ()
-    ) -> dict[str, Any]:
-        """Every keyword of ``imagecheck.acheck`` these options set."""
-        return {
-            "deadline": self.deadline,
-            "wait": self.wait,
-            "progress": lambda line: click.echo(f"imagecheck: {line}", err=True),
-            **self.client_options(),
-            **self.sources(credentials, pod_pull_secrets),
-        }
-
-
-def start_run(options: dict[str, Any]) -> CheckSettings:
-    """The settings of a checking command, with logging set up."""
-    settings = CheckSettings(**options)
-    setup_logging(settings.verbose)
-    return settings
-
-
-def read_credentials(settings: CheckSettings) -> Credentials | None:
-    """``--username`` with ``--password-stdin`` or ``IMAGECHECK_PASSWORD``, if given."""
-    username = settings.username
-    password = os.environ.get("IMAGECHECK_PASSWORD")
-    if settings.password_stdin:
-        if not username:
-            raise UsageError("--password-stdin needs --username (or IMAGECHECK_USERNAME)")
-        password = _password_from_stdin()
-    if not username:
-        return None
-    if not password:
-        raise UsageError("--username needs a password: --password-stdin or IMAGECHECK_PASSWORD")
-    # A password with a newline (from IMAGECHECK_PASSWORD) is a CredentialsError naming it.
-    return Credentials(username=username, password=password, source="--username")
-
-
-def _password_from_stdin() -> str:
-    line = sys.stdin.readline(MAX_PASSWORD + 1)
-    if len(line) > MAX_PASSWORD:
-        raise UsageError(
-            f"--password-stdin: the password is longer than {MAX_PASSWORD // 1024} KiB"
-        )
-    password = line.rstrip("\r\n")
-    if not password:
-        raise UsageError("--password-stdin: nothing was read from standard input")
-    return password
-
-
-def require_credentials_host(settings: CheckSettings, command: str) -> None:
-    """scan and serve take registry names from files and reviews that others write: flag
-    credentials must say which registry they are for, or they would go to any host named."""
-    if (
-        settings.username or os.environ.get("IMAGECHECK_PASSWORD")
-    ) and not settings.credentials_for:
-        raise UsageError(
-            f"{command} with --username needs --credentials-for HOST: the registries it "
-            "contacts are named by the files it reads, so credentials must not go to any of them"
-        )
-
-
-def invalid_results(images: Iterable[str]) -> list[CheckResult]:
-    """A result for each invalid reference among ``images``, in order (none: all valid)."""
-    try:
-        parse_all(images)
-    except InvalidReferencesError as exc:
-        return [CheckResult(e.reference, None, Status.INVALID, e.reason) for e in exc.invalid]
-    return []
-
-
-def conclude(
-    results: Sequence[CheckResult], settings: CheckSettings, *, invalid_input: bool = False
-) -> NoReturn:
-    """After the output: warn of errors passed, write the termination message, and exit with
-    the one exit code (``imagecheck.exitcodes``)."""
-    code = exit_code(results, on_error=settings.on_error, invalid_input=invalid_input)
-    warn_passed_errors(results, settings)
-    if code != ExitCode.OK:
-        write_termination_log(settings.termination_log, termination_summary(results))
-    sys.exit(code)
-
-
-def warn_passed_errors(results: Iterable[CheckResult], settings: CheckSettings) -> None:
-    if settings.on_error != "pass":
-        return
-    for r in results:
-        if r.status is Status.ERROR:
-            click.echo(
-                f"imagecheck: warning: could not check {shown(r)} ({r.message}); "
-                "passing because of --on-error pass",
-                err=True,
-            )
-
-
-def echo_stream(chunks: Iterable[str]) -> None:
-    """``click.echo("".join(chunks))``, a batch of chunks at a time: the output of 100,000
-    results is never one string (issue #14)."""
-    batch: list[str] = []
-    for chunk in chunks:
-        batch.append(chunk)
-        if len(batch) >= OUTPUT_BATCH:
-            click.echo("".join(batch), nl=False)
-            batch.clear()
-    click.echo("".join(batch))
-
-
-def write_termination_log(path: str, summary: str) -> None:
-    """Only into a regular file that exists: Kubernetes mounts one at /dev/termination-log in
-    the pod. A FIFO there would block the exit; it is refused with a warning instead."""
-    target = Path(path)
-    if not target.exists():
-        return
-    try:
-        write_regular_file(
-            target, (summary + "\n").encode(), what="--termination-log", error=UsageError
-        )
-    except UsageError as exc:
-        click.echo(f"imagecheck: warning: {exc}", err=True)
-
-
-def explain_all(results: Iterable[CheckResult]) -> list[CheckResult]:
-    """Results with their hints worded as the command line words them."""
-    return [explained(r) for r in results]
-
-
-def check_valid(
-    images: Sequence[str],
-    settings: CheckSettings,
-    *,
-    pod_pull_secrets: Sequence[tuple[str, str]] = (),
-) -> list[CheckResult]:
-    """Check ``images`` (all valid references) as the options say: the credentials read
-    first, the results explained. Many images show a counter on a terminal's stderr (not
-    with --verbose, whose log lines would break it)."""
-    credentials = read_credentials(settings)
-    progress = None if settings.verbose else counter("checked", "images", MIN_IMAGES)
-    options = settings.run_options(credentials, pod_pull_secrets)
-    try:
-        return explain_all(run_async(acheck(images, checked=progress, **options)))
-    finally:
-        if progress is not None:
-            progress.close()

@@ -3,39 +3,39 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from imagecheck.cli._app import run_async
-from imagecheck.cli._options import (
-    CheckSettings,
-    read_credentials,
-    registry_options,
-    require_credentials_host,
-    start_run,
-)
-from imagecheck.cli._types import Seconds
+from imagecheck.cli._help import exit_codes_help
+from imagecheck.cli._options import registry_options
+from imagecheck.cli._reaper import reaper_for
+from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
+from imagecheck.cli._types import Seconds, listen_address
 from imagecheck.errors import UsageError
+from imagecheck.exitcodes import ExitCode
 from imagecheck.result import Status
 
 if TYPE_CHECKING:  # the cluster modules load when reap runs, not for `check`
-    from imagecheck.authn import Keychain
     from imagecheck.cli import _reap_loop
-    from imagecheck.cluster import Cluster, Outcome, Reaper, ReapOptions
+    from imagecheck.cluster import Cluster, Outcome, ReapOptions
 
-REAP_HELP = """\b
-Exit codes:
-  0    the pass ran (whatever it found: each stuck pod is a line of output)
-  2    usage error (an option, a credential source)
-  4    the Kubernetes API refused (the message names the RBAC verb and resource) or failed;
-       an Event that cannot be written is only a warning: the Job's imagecheck.io/reaped
-       annotation, written by the patch that fails it, is the durable record
-  130  interrupted (Ctrl-C); 143 terminated (SIGTERM)"""
+REAP_HELP = exit_codes_help(
+    {
+        ExitCode.OK: "the pass ran (whatever it found: each stuck pod is a line of output)",
+        ExitCode.USAGE: "usage error (an option, a credential source)",
+        ExitCode.ERROR: "the Kubernetes API refused (the message names the RBAC verb and "
+        "resource) or failed;\nan Event that cannot be written is only a warning: the Job's "
+        "imagecheck.io/reaped\nannotation, written by the patch that fails it, is the durable "
+        "record",
+    },
+    codes=(ExitCode.OK, ExitCode.USAGE, ExitCode.ERROR, ExitCode.INTERRUPTED),
+    precedence=False,
+)
 
 log = logging.getLogger("imagecheck")
 VERDICTS = {s.value: s for s in (Status.MISSING, Status.INVALID, Status.DENIED, Status.ERROR)}
@@ -132,6 +132,7 @@ def act_on(text: str) -> frozenset[Status]:
     help="text: a line per stuck pod; json: an object per line.",
 )
 @registry_options
+@with_settings
 def reap(
     once: bool,
     leader_elect: bool | None,
@@ -148,7 +149,7 @@ def reap(
     include_pods: bool,
     dry_run: bool,
     output: str,
-    **options: Any,
+    settings: CheckSettings,
 ) -> None:
     """Fail the Jobs whose pods wait on an image the registry says does not exist.
 
@@ -161,7 +162,6 @@ def reap(
     """
     from imagecheck.cluster import ReapOptions, Selector  # noqa: PLC0415
 
-    settings = start_run(options)
     require_credentials_host(settings, "reap")
     reap_options = ReapOptions(
         grace=grace,
@@ -176,7 +176,6 @@ def reap(
     loop = None
     if not once:
         from imagecheck.cli import _reap_loop  # noqa: PLC0415
-        from imagecheck.cli._serve import listen_address  # noqa: PLC0415
 
         listen = listen_address(metrics_listen, "--metrics-listen") if metrics_listen else None
         lease = (lease_name, lease_namespace) if leader_elect is not False else None
@@ -217,26 +216,6 @@ async def reap_once(
     for outcome in outcomes:
         echo(outcome)
     return outcomes
-
-
-@contextlib.asynccontextmanager
-async def reaper_for(
-    cluster: Cluster, reap_options: ReapOptions, settings: CheckSettings
-) -> AsyncIterator[Reaper]:
-    """A Reaper with the command's registry settings: the pods' own pull secrets first, then
-    what the command was given, as `check` orders them."""
-    from imagecheck.cluster import Reaper  # noqa: PLC0415
-    from imagecheck.registry import ImageChecker  # noqa: PLC0415
-    from imagecheck.run import client_options, keychain  # noqa: PLC0415
-
-    credentials = read_credentials(settings)
-
-    def keychain_for(texts: Sequence[tuple[str, str]]) -> Keychain:
-        return keychain(**settings.sources(credentials, texts))
-
-    own = keychain(**settings.sources(credentials))
-    async with ImageChecker(client_options(**settings.client_options()), own) as checker:
-        yield Reaper(cluster, checker, reap_options, keychain_for=keychain_for)
 
 
 def _cluster_factory(kubeconfig: str | None, context: str | None) -> Callable[[], Any]:

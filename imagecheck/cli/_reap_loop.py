@@ -8,10 +8,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from imagecheck.cli._reaper import reaper_for
 from imagecheck.errors import UsageError
 
 if TYPE_CHECKING:
-    from imagecheck.cli._options import CheckSettings
+    from imagecheck.cli._settings import CheckSettings
     from imagecheck.cluster import Cluster, Hooks, Outcome, ReapMetrics, ReapOptions
 
 
@@ -93,7 +94,6 @@ async def reap_loop(
     """List and watch (``cluster/reap_loop.py``), ``lists`` times (None: until cancelled).
     An API that cannot be reached is retried after a backoff; a refusal (RBAC) ends the
     loop, so the pod's restarts show the message."""
-    from imagecheck.cli._reap import reaper_for  # noqa: PLC0415
     from imagecheck.cluster import ReapLoop  # noqa: PLC0415
 
     async with reaper_for(cluster, reap_options, settings) as reaper:

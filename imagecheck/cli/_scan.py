@@ -5,23 +5,17 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from imagecheck.cli._app import SCAN_EXIT_CODES_HELP
-from imagecheck.cli._options import (
-    CheckSettings,
-    check_options,
-    check_valid,
-    conclude,
-    invalid_results,
-    report_output,
-    require_credentials_host,
-    start_run,
-)
+from imagecheck.cli._help import exit_codes_help
+from imagecheck.cli._options import check_options, report_output
 from imagecheck.cli._progress import MIN_FILES, counter
+from imagecheck.cli._run import check_valid, conclude, parse_images
+from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
 from imagecheck.errors import UsageError
+from imagecheck.exitcodes import ExitCode
 from imagecheck.render import (
     render_scan_github,
     render_scan_json,
@@ -34,6 +28,13 @@ from imagecheck.result import CheckResult
 if TYPE_CHECKING:  # scanning needs PyYAML: imported when scan runs, not by `check`
     from imagecheck.scanning import FileProblem, ScanReport
 
+# A file that cannot be read is bad input too, and does not stop the rest.
+SCAN_EXIT_CODES_HELP = exit_codes_help(
+    {
+        ExitCode.USAGE: "usage error, invalid reference, or a file that cannot be read "
+        "(the rest is checked)"
+    }
+)
 RENDERERS = {"text": render_scan_text, "json": render_scan_json, "github": render_scan_github}
 LIST_RENDERERS = {"text": render_scan_list_text, "json": render_scan_list_json}
 
@@ -55,8 +56,9 @@ LIST_RENDERERS = {"text": render_scan_list_text, "json": render_scan_list_json}
     "contacted, no credentials read. Exit 0, or 2 on invalid references or files.",
 )
 @check_options
+@with_settings
 def scan(
-    paths: tuple[str, ...], output: str, strict: bool, list_only: bool, **options: Any
+    paths: tuple[str, ...], output: str, strict: bool, list_only: bool, settings: CheckSettings
 ) -> None:
     """Find every image in PATHS and check each distinct one once.
 
@@ -68,7 +70,6 @@ def scan(
     scanned (or, for a relative PATH, out of the working directory). A Helm chart's raw
     templates, and JSON files that are not manifests, are skipped with a note.
     """
-    settings = start_run(options)
     if list_only:
         list_images(paths, output, strict, settings)
     require_credentials_host(settings, "scan")
@@ -93,7 +94,7 @@ def list_images(
     if output not in LIST_RENDERERS:
         raise UsageError(f"--list prints text or json, not {output}")
     report = find_images(paths, strict)
-    invalid = invalid_results(dict.fromkeys(o.image for o in report.occurrences if not o.skipped))
+    _, invalid = parse_images(dict.fromkeys(o.image for o in report.occurrences if not o.skipped))
     text = LIST_RENDERERS[output](
         report.occurrences, {r.image: r for r in invalid}, report.problems, report.notes
     )
@@ -134,9 +135,7 @@ def find_images(paths: Sequence[str], strict: bool) -> ScanReport:
 def check_distinct(images: list[str], settings: CheckSettings) -> list[CheckResult]:
     """The invalid references' results, then the valid ones', checked: unlike ``check``,
     one bad reference in a file does not stop the others being checked."""
-    invalid = invalid_results(images)
-    bad = {r.image for r in invalid}
-    valid = [image for image in images if image not in bad]
+    valid, invalid = parse_images(images)
     if not valid:
         return invalid
     return invalid + check_valid(valid, settings)

@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import ssl
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
-from imagecheck import run
-from imagecheck.cli._options import (
-    MAX_TTL,
-    CheckSettings,
-    read_credentials,
-    registry_options,
-    require_credentials_host,
-)
-from imagecheck.cli._types import Count, Seconds
+from imagecheck.cli._credentials import read_credentials
+from imagecheck.cli._logs import setup_json_logging
+from imagecheck.cli._options import MAX_TTL, registry_options
+from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
+from imagecheck.cli._types import Count, Seconds, listen_address
 from imagecheck.errors import UsageError
 from imagecheck.webhook import _limits as limits
 
@@ -131,6 +124,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
     help="How often to look for a rotated --tls-cert/--tls-key.",
 )
 @registry_options
+@with_settings
 def serve(
     listen: str,
     tls_cert: Path | None,
@@ -146,7 +140,7 @@ def serve(
     read_timeout: float,
     max_connections: int,
     max_images_per_review: int,
-    **options: Any,
+    settings: CheckSettings,
 ) -> None:
     """Run the validating admission webhook: refuse workloads whose images do not exist.
 
@@ -159,14 +153,13 @@ def serve(
         raise UsageError(
             f"serve needs the webhook extra: pip install 'imagecheck[webhook]' ({exc.name})"
         ) from None
-    settings = CheckSettings(**options)
     require_credentials_host(settings, "serve")
     host, port = listen_address(listen)
     if (tls_cert is None) != (tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
     if tls_cert is None and not insecure_http:
         raise UsageError("serve needs --tls-cert and --tls-key (or --insecure-http for tests)")
-    client_options = run.client_options(**settings.client_options())
+    client_options = settings.client_options()
     serve_settings = server.ServeSettings(
         host=host,
         port=port,
@@ -185,7 +178,7 @@ def serve(
     )
     setup_json_logging(telemetry.JsonFormatter(), settings.verbose)
     telemetry.lean_records()
-    keychain = run.keychain(**settings.sources(read_credentials(settings)))
+    keychain = settings.keychain(read_credentials(settings))
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             runner.run(server.serve(serve_settings, client_options, keychain))
@@ -203,22 +196,3 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     except ImportError:
         return None
     return uvloop.new_event_loop
-
-
-def listen_address(listen: str, flag: str = "--listen") -> tuple[str, int]:
-    """``HOST:PORT`` (``[::]:8443`` too) as a host to bind and a port."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"{flag} {listen!r}: expected HOST:PORT, e.g. 0.0.0.0:8443")
-    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - a webhook listens for the API server
-
-
-def setup_json_logging(formatter: logging.Formatter, verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(formatter)
-    for name in ("imagecheck", "aiohttp"):
-        logger = logging.getLogger(name)
-        logger.handlers[:] = [handler]
-        logger.setLevel(logging.DEBUG if verbose else logging.INFO)
-        logger.propagate = False
-    logging.getLogger("aiohttp").setLevel(logging.WARNING)

@@ -1,6 +1,7 @@
 """Option values parsed where click reads them: durations and counts within bounds, mirror
-pairs, registry hosts, platforms. A bad value is one line and exit 2, without click's usage
-banner, before the command runs: ``imagecheck: error: --timeout: 'nan' is not ...``."""
+pairs, registry hosts, platforms, listen addresses. A bad value is one line and exit 2,
+without click's usage banner, before the command runs: ``imagecheck: error: --timeout: 'nan'
+is not ...``."""
 
 from __future__ import annotations
 
@@ -141,3 +142,11 @@ class RegistryHost(click.ParamType):  # type: ignore[type-arg]
             return registry_host(str(value))
         except UsageError as exc:  # named like every other bad option value
             raise OneLineBadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+def listen_address(listen: str, flag: str = "--listen") -> tuple[str, int]:
+    """``HOST:PORT`` (``[::]:8443`` too) as a host to bind and a port."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"{flag} {listen!r}: expected HOST:PORT, e.g. 0.0.0.0:8443")
+    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - a webhook listens for the API server

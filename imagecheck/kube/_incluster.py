@@ -33,6 +33,15 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 MAX_OBJECT_SIZE = 1024 * 1024
 # The service-account token (a JWT) and namespace are small; the CA file is a few KiB.
 MAX_MOUNTED_FILE = 64 * 1024
+# How this module's errors name it; a front end words it as its own option (render.error_text).
+SETTING = "the in-cluster API client"
+
+
+class InClusterError(UsageError):
+    """The pod's in-cluster configuration cannot be used."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, setting=SETTING)
 
 
 @dataclass(frozen=True)
@@ -52,13 +61,13 @@ class InCluster:
         sa_dir = Path(env.get("IMAGECHECK_SERVICEACCOUNT_DIR", SERVICE_ACCOUNT_DIR))
         host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
         if not host or not port:
-            raise UsageError(
-                "--from-pod works inside a pod: KUBERNETES_SERVICE_HOST/PORT are not set"
+            raise InClusterError(
+                f"{SETTING} works inside a pod: KUBERNETES_SERVICE_HOST/PORT are not set"
             )
         pod_name = env.get("POD_NAME") or env.get("HOSTNAME", "")
         namespace = env.get("POD_NAMESPACE") or _read(sa_dir / "namespace", "namespace").strip()
         if need_pod and not pod_name:
-            raise UsageError("--from-pod needs POD_NAME (set it from the Downward API)")
+            raise InClusterError(f"{SETTING} needs POD_NAME (set it from the Downward API)")
         token = _read(sa_dir / "token", "service-account token").strip()
         host = f"[{host}]" if ":" in host else host  # an IPv6 service address
         return cls(f"https://{host}:{port}", token, sa_dir / "ca.crt", namespace, pod_name)
@@ -66,11 +75,11 @@ class InCluster:
 
 def _read(path: Path, what: str, limit: int = MAX_MOUNTED_FILE) -> str:
     """A file the kubelet mounted: a regular file (behind ``..data`` symlinks), capped."""
-    raw = read_regular_file(path, limit=limit, what=f"--from-pod's {what}", error=UsageError)
+    raw = read_regular_file(path, limit=limit, what=f"{SETTING}'s {what}", error=InClusterError)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise UsageError(f"--from-pod: the {what} at {path} is not UTF-8 text") from None
+        raise InClusterError(f"{SETTING}: the {what} at {path} is not UTF-8 text") from None
 
 
 @dataclass(frozen=True)
@@ -89,8 +98,8 @@ class KubeClient:
                 cadata=_read(cluster.ca_file, "cluster CA", MAX_CA_FILE)
             )
         except (ValueError, ssl.SSLError) as exc:
-            raise UsageError(
-                f"--from-pod: cannot load the cluster CA {cluster.ca_file}: {exc}"
+            raise InClusterError(
+                f"{SETTING}: cannot load the cluster CA {cluster.ca_file}: {exc}"
             ) from None
         self._client = httpx.Client(
             base_url=cluster.api_url,

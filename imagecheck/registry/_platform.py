@@ -63,7 +63,9 @@ def parse_platform(text: str) -> Platform:
         return host_platform()
     parts = text.split("/")
     if len(parts) not in (2, 3) or not all(parts):
-        raise UsageError(f"--platform {text!r}: expected OS/ARCH[/VARIANT], e.g. linux/arm64")
+        raise UsageError(
+            f"platform {text!r}: expected OS/ARCH[/VARIANT], e.g. linux/arm64", setting="platform"
+        )
     return Platform(*parts).normalized()
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from imagecheck.kube import CORE_GROUPS, JSON, api_group, pull_secrets
 from imagecheck.kube._workload_json import containers
-from imagecheck.render import shown
+from imagecheck.render import option_text, shown
 from imagecheck.result import CheckResult, Status
 
 API_VERSION = "admission.k8s.io/v1"
@@ -212,7 +212,8 @@ def decide(
         "a template placeholder its controller fills in"
         for item in review.templated
     ]
-    warnings += [f"not checked, allowed by --on-error pass: {p}" for p in passed_errors]
+    allowed = f"not checked, allowed by {option_text('errors_pass')}"
+    warnings += [f"{allowed}: {p}" for p in passed_errors]
     if not problems:
         return Verdict(True, "", warnings, "error" if passed_errors else "allowed")
     summary = f"imagecheck refused {review.kind or 'object'} {review.name}: " + "; ".join(problems)

@@ -13,8 +13,7 @@ from typing import Any
 import click
 import pytest
 
-from imagecheck.cli import cli
-from imagecheck.cli._serve import listen_address
+from imagecheck.cli import cli, listen_address
 from imagecheck.cluster._audit import WORKLOAD_KINDS
 from imagecheck.cluster._model import SECRET
 from tests.examples.manifests import EXAMPLES, Json, optional_module, yaml

@@ -14,9 +14,9 @@ import respx
 from click.testing import CliRunner, Result
 
 from imagecheck.cli import cli
-from imagecheck.cli._options import CheckSettings, start_run
 from imagecheck.cli._reap import CLUSTER, reap
 from imagecheck.cli._reap_loop import reap_loop
+from imagecheck.cli._settings import CheckSettings, start_run
 from imagecheck.cluster import Outcome, ReapOptions, Selector
 from imagecheck.cluster._model import JOB, JSON, POD, Forbidden, Kind, Unreachable
 from imagecheck.cluster._reap import Action

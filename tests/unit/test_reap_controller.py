@@ -9,8 +9,8 @@ import socket
 import pytest
 import respx
 
-from imagecheck.cli._options import start_run
 from imagecheck.cli._reap_loop import LoopOptions, controller
+from imagecheck.cli._settings import start_run
 from imagecheck.cluster import Outcome, ReapOptions
 from imagecheck.cluster._model import JOB, POD
 from tests.support.fakecluster import FakeCluster
