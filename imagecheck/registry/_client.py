@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import ssl
 import time
 from collections import OrderedDict
@@ -33,7 +32,6 @@ from imagecheck._capped import MAX_ERROR_BODY, MAX_MANIFEST_SIZE, bound_body
 from imagecheck._deadline import Deadline
 from imagecheck.authn import AnonymousKeychain, Credentials, Keychain, resolve_credentials
 from imagecheck.errors import AuthenticationError, RegistryError, TransientError
-from imagecheck.fastpath import WireTransport
 from imagecheck.reference import Reference
 from imagecheck.registry._auth import RegistryAuth, TokenCache
 from imagecheck.registry._manifest import ManifestCheck
@@ -41,6 +39,7 @@ from imagecheck.registry._netguard import check_destination
 from imagecheck.registry._ping import PROBE, Clients, Registries
 from imagecheck.registry._platform import Platform
 from imagecheck.registry._retry import RetryPolicy
+from imagecheck.registry._session import Session, new_session
 from imagecheck.registry._tls import Trust, insecure_ssl_context
 from imagecheck.registry._tokens import TokenFetcher
 from imagecheck.result import CheckResult, Status
@@ -49,7 +48,6 @@ log = logging.getLogger("imagecheck")
 
 # Errors remembered for checks in progress (one each): more than run at once, and bounded.
 MAX_LAST_ERRORS = 4096
-_PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
 # Told (checks ended, checks in all): a front end's progress counter.
 Progress = Callable[[int, int], None]
 
@@ -94,33 +92,18 @@ class ImageChecker:
         self._tokens = TokenCache()
         # The last error of each check in progress, for a check the deadline cuts short.
         self._last_error = _LastErrors()
-        # As many connections as checks run at once, all kept alive between requests: httpx
-        # keeps 20 by default, so above that every request past the 20th would open one anew.
         pool_size = max(1, self.options.concurrency)
-        limits = httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size)
-        common = {
-            "timeout": httpx.Timeout(self.options.timeout),
-            "limits": limits,
-            # Asked for identity; a body compressed unasked is still decoded within its cap.
-            "headers": {"User-Agent": self.options.user_agent, "Accept-Encoding": "identity"},
-            "follow_redirects": True,
-            "event_hooks": {
-                "request": [self._on_request],
-                "response": [self._on_response, _bound_body],
-            },
-        }
 
-        def client(verify: ssl.SSLContext) -> httpx.AsyncClient:
-            chosen = transport
-            if chosen is None and not _proxied():
-                # imagecheck's own HTTP/1.1 transport (wire.py, issue #14). With a proxy in the
-                # environment, httpx's: it alone reads the proxy variables, and only when it is
-                # given no transport.
-                chosen = WireTransport(verify, max_connections=pool_size)
-            made = httpx.AsyncClient(verify=verify, transport=chosen, **common)  # type: ignore[arg-type]
-            if isinstance(getattr(made, "_cookies", None), httpx.Cookies):
-                made._cookies = _NoCookies()  # see _NoCookies; the setter would copy it
-            return made
+        def client(verify: ssl.SSLContext) -> Session:
+            return new_session(
+                verify,
+                timeout=self.options.timeout,
+                pool_size=pool_size,
+                user_agent=self.options.user_agent,
+                on_request=[self._on_request],
+                on_response=[self._on_response, _bound_body],
+                transport=transport,
+            )
 
         # Registries and token services each have a pool of their own (ping.Clients).
         self._clients = Clients(client(self._trust.context), client(self._trust.context))
@@ -315,18 +298,6 @@ class ImageChecker:
             _log_response(response)
 
 
-class _NoCookies(httpx.Cookies):
-    """A cookie jar that keeps nothing. Registry clients keep no cookies (Docker, containerd
-    and the kubelet have no jar): the protocol has none, a registry's ``Set-Cookie`` would be
-    sent to it again unasked, and in ``serve`` the jar would grow with every registry's
-    cookies for the life of the process. It also spares httpx's per-response work of
-    building urllib objects for the standard library's cookie policy (a tenth of a check's
-    CPU, issue #14)."""
-
-    def extract_cookies(self, response: httpx.Response) -> None:
-        return None
-
-
 class _LastErrors:
     """The last error of each check in progress, by image text. Bounded (issue #10): a finished
     check drops its entry (``ImageChecker.check``); the entries of checks that never finish
@@ -349,12 +320,6 @@ class _LastErrors:
 
     def pop(self, image: str) -> None:
         self._errors.pop(image, None)
-
-
-def _proxied() -> bool:
-    """Whether the environment names a proxy, as httpx reads it (``urllib``'s ``*_proxy``
-    variables, any case: http, https, all)."""
-    return any(value and name.lower() in _PROXY_VARIABLES for name, value in os.environ.items())
 
 
 class _Ends:
