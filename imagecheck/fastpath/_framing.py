@@ -1,5 +1,5 @@
 """One webhook connection: reviews that need no I/O answered in the loop turn their bytes
-arrive; everything else handed to aiohttp's ``RequestHandler``, byte for byte (issue #14).
+arrive; everything else handed to aiohttp's ``RequestHandler``, byte for byte.
 
 Why: aiohttp answers a request two loop turns after its bytes arrive (its parser wakes the
 connection's task, which starts a task for the handler). With 50 reviews in flight a turn
@@ -37,14 +37,11 @@ import email.utils
 import time
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import httptools
 from aiohttp.http import SERVER_SOFTWARE
 from aiohttp.web_protocol import RequestHandler
-
-if TYPE_CHECKING:
-    from imagecheck.fastpath._listener import Listener, _Connection
 
 # aiohttp refuses a request line or a header over 8190 bytes; a head longer than this goes
 # to aiohttp (which answers it) instead of being framed here.
@@ -57,6 +54,21 @@ _FOREIGN_HEADERS = frozenset({b"transfer-encoding", b"expect", b"upgrade", b"con
 
 # (HTTP status, JSON body) for a review answered at once, or None: it needs aiohttp's path.
 AnswerNow = Callable[[bytes], "tuple[int, bytes] | None"]
+
+
+class Owner(Protocol):
+    """What a connection tells the listener that accepted it (``_listener.py``); ``conn`` is
+    the listener's own record of the connection, passed back as it was given."""
+
+    def new_handler(self) -> RequestHandler: ...
+
+    def connected(self, conn: Any, protocol: Connection, transport: Any) -> None: ...
+
+    def received(self, conn: Any) -> None: ...
+
+    def answered(self, conn: Any) -> None: ...
+
+    def forget(self, conn: Any, handler: RequestHandler | None = None) -> None: ...
 
 
 class _Head:
@@ -142,16 +154,19 @@ def http_answer(status: int, body: bytes) -> bytes:
 
 
 class Connection(asyncio.Protocol):
-    """The protocol of one accepted connection (see the module docstring)."""
+    """The protocol of one accepted connection (see the module docstring). Without
+    ``framing`` (the fast path switched off) every byte goes to aiohttp as it arrives."""
 
-    def __init__(self, listener: Listener, conn: _Connection, answer_now: AnswerNow) -> None:
+    def __init__(
+        self, listener: Owner, conn: object, answer_now: AnswerNow, *, framing: bool = True
+    ) -> None:
         self._listener = listener
         self._conn = conn
         self._answer_now = answer_now
-        self.handler: RequestHandler = listener._new_handler()
+        self.handler: RequestHandler = listener.new_handler()
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
-        self._handed_over = False  # aiohttp frames the rest of the connection
+        self._handed_over = not framing  # aiohttp frames the rest of the connection
         self._outstanding = 0  # framed requests aiohttp holds, not yet answered
         self._writing_paused = False  # the client is not reading its answers
         self._reading_paused = False  # by this layer, until the client reads
@@ -168,11 +183,11 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
-        self._listener._connected(self._conn, self, transport)
+        self._listener.connected(self._conn, self, transport)
         self.handler.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
-        self._listener._received(self._conn)
+        self._listener.received(self._conn)
         if self._handed_over:
             self.handler.data_received(data)
             return
@@ -203,7 +218,7 @@ class Connection(asyncio.Protocol):
                 continue
             assert self._transport is not None
             self._transport.write(http_answer(*answer))
-            self._listener._answered(self._conn)
+            self._listener.answered(self._conn)
 
     def hand_over(self) -> bool:
         """Give aiohttp the rest of the connection (what waits here first). False when
@@ -237,7 +252,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._buffer.clear()
-        self._listener._forget(self._conn, self.handler)
+        self._listener.forget(self._conn, self.handler)
         self.handler.connection_lost(exc)
 
     def pause_writing(self) -> None:

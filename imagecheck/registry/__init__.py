@@ -19,13 +19,14 @@ _EXPORTS = {
     "ClientOptions": "imagecheck.registry._client",
     "ImageChecker": "imagecheck.registry._client",
     "Platform": "imagecheck.registry._platform",
-    "Progress": "imagecheck.registry._client",
+    "Progress": "imagecheck.registry._batch",
     "Sleep": "imagecheck.registry._retry",
     "parse_platform": "imagecheck.registry._platform",
 }
 
 if TYPE_CHECKING:
-    from imagecheck.registry._client import ClientOptions, ImageChecker, Progress
+    from imagecheck.registry._batch import Progress
+    from imagecheck.registry._client import ClientOptions, ImageChecker
     from imagecheck.registry._platform import Platform, parse_platform
     from imagecheck.registry._retry import Sleep
 

@@ -1,26 +1,24 @@
-"""The registry client: it owns the ``httpx`` clients (TLS, limits, the hooks every request
-passes), and checks images: concurrently, each against its mirrors then its registry, within
-the run's deadline.
+"""The registry client: it owns the ``httpx`` clients (``_session.py``: TLS, limits, the
+transport the fast-path seam chooses, no cookies) and the hooks every request passes, and
+checks images: each against its mirrors then its registry, within the run's deadline.
 
-``ImageChecker.check_many`` checks images concurrently (bounded), sharing connections, pings
-and tokens. A check is one attempt, and another while the failure may pass (the policy in
-``retry.py``). The steps of an attempt live in their own modules:
+``ImageChecker.check_many`` checks images concurrently (bounded, ``_batch.py``), sharing
+connections, pings and tokens. A check is one attempt, and another while the failure may pass
+(the policy in ``_retry.py``). The steps of an attempt live in their own modules:
 
-    ping.py        GET /v2/ once per registry host: the scheme (HTTPS, or plain HTTP where
+    _ping.py       GET /v2/ once per registry host: the scheme (HTTPS, or plain HTTP where
                    allowed) and the challenge
-    auth.py        the auth flow that answers the challenge (tokens.py asks the token service)
-    manifest.py    HEAD/GET the manifest and classify the answer (digest.py verifies digests)
-    httperrors.py  an HTTP status as a typed error
+    _auth.py       the auth flow that answers the challenge (_tokens.py asks the token service)
+    _manifest.py   HEAD/GET the manifest and classify the answer (_digest.py verifies digests)
+    _status.py     an HTTP status as a typed error
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import ssl
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,25 +31,20 @@ from imagecheck._capped import MAX_ERROR_BODY, MAX_MANIFEST_SIZE, bound_body
 from imagecheck._deadline import Deadline
 from imagecheck.authn import AnonymousKeychain, Credentials, Keychain, resolve_credentials
 from imagecheck.errors import AuthenticationError, RegistryError, TransientError
-from imagecheck.fastpath import WireTransport
 from imagecheck.reference import Reference
 from imagecheck.registry._auth import RegistryAuth, TokenCache
+from imagecheck.registry._batch import LastErrors, Progress, check_many
 from imagecheck.registry._manifest import ManifestCheck
 from imagecheck.registry._netguard import check_destination
 from imagecheck.registry._ping import PROBE, Clients, Registries
 from imagecheck.registry._platform import Platform
 from imagecheck.registry._retry import RetryPolicy
+from imagecheck.registry._session import Session, new_session
 from imagecheck.registry._tls import Trust, insecure_ssl_context
 from imagecheck.registry._tokens import TokenFetcher
 from imagecheck.result import CheckResult, Status
 
 log = logging.getLogger("imagecheck")
-
-# Errors remembered for checks in progress (one each): more than run at once, and bounded.
-MAX_LAST_ERRORS = 4096
-_PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
-# Told (checks ended, checks in all): a front end's progress counter.
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -93,34 +86,19 @@ class ImageChecker:
         self._trust = Trust(self.options.ca_files)
         self._tokens = TokenCache()
         # The last error of each check in progress, for a check the deadline cuts short.
-        self._last_error = _LastErrors()
-        # As many connections as checks run at once, all kept alive between requests: httpx
-        # keeps 20 by default, so above that every request past the 20th would open one anew.
+        self._last_error = LastErrors()
         pool_size = max(1, self.options.concurrency)
-        limits = httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size)
-        common = {
-            "timeout": httpx.Timeout(self.options.timeout),
-            "limits": limits,
-            # Asked for identity; a body compressed unasked is still decoded within its cap.
-            "headers": {"User-Agent": self.options.user_agent, "Accept-Encoding": "identity"},
-            "follow_redirects": True,
-            "event_hooks": {
-                "request": [self._on_request],
-                "response": [self._on_response, _bound_body],
-            },
-        }
 
-        def client(verify: ssl.SSLContext) -> httpx.AsyncClient:
-            chosen = transport
-            if chosen is None and not _proxied():
-                # imagecheck's own HTTP/1.1 transport (wire.py, issue #14). With a proxy in the
-                # environment, httpx's: it alone reads the proxy variables, and only when it is
-                # given no transport.
-                chosen = WireTransport(verify, max_connections=pool_size)
-            made = httpx.AsyncClient(verify=verify, transport=chosen, **common)  # type: ignore[arg-type]
-            if isinstance(getattr(made, "_cookies", None), httpx.Cookies):
-                made._cookies = _NoCookies()  # see _NoCookies; the setter would copy it
-            return made
+        def client(verify: ssl.SSLContext) -> Session:
+            return new_session(
+                verify,
+                timeout=self.options.timeout,
+                pool_size=pool_size,
+                user_agent=self.options.user_agent,
+                on_request=[self._on_request],
+                on_response=[self._on_response, _bound_body],
+                transport=transport,
+            )
 
         # Registries and token services each have a pool of their own (ping.Clients).
         self._clients = Clients(client(self._trust.context), client(self._trust.context))
@@ -167,53 +145,14 @@ class ImageChecker:
         (checks ended, checks in all) as each distinct reference's check ends, answered or
         cut short.
         """
-        firsts: dict[Reference, str] = {}
-        for image, ref in items:
-            firsts.setdefault(ref, image)
-        answers = await self._check_distinct(firsts, deadline, checked)
-        del firsts
-        results: list[CheckResult] = []
-        for image, ref in items:
-            result = answers[ref]
-            results.append(result if result.image == image else replace(result, image=image))
-        return results
-
-    async def _check_distinct(
-        self, firsts: dict[Reference, str], deadline: Deadline, checked: Progress | None
-    ) -> dict[Reference, CheckResult]:
-        """Each of ``firsts``' references checked (as its image text) by ``concurrency``
-        workers that take them one at a time, in order: a few tasks for the run, not one per
-        image, which cost about 1.3 KiB each until the run ended (100,000 images: 375 MiB
-        peak, issue #14). The answer of each, or how the deadline cut it short."""
-        answers: dict[Reference, CheckResult] = {}
-        ended = _Ends(len(firsts), checked)
-        todo = iter(firsts.items())
-
-        async def worker() -> None:
-            for ref, image in todo:
-                answers[ref] = await self.check(ref, deadline, image=image)
-                ended.one()
-
-        workers = [
-            asyncio.create_task(worker())
-            for _ in range(min(max(1, self.options.concurrency), len(firsts)))
-        ]
-        done: set[asyncio.Task[None]] = set()
-        try:
-            if workers:
-                done, _ = await asyncio.wait(workers, timeout=deadline.remaining())
-        finally:
-            # At the deadline, or when the run itself is cancelled: no check goes on.
-            for task in workers:
-                task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-        for task in done:
-            task.result()  # a check that raised (a bug: registry trouble is a result)
-        for ref, image in firsts.items():
-            if ref not in answers:  # running at the deadline, or not yet started
-                answers[ref] = _cut_short(image, ref, self._last_error.get(image))
-                ended.one()
-        return answers
+        return await check_many(
+            self.check,
+            items,
+            deadline,
+            concurrency=self.options.concurrency,
+            checked=checked,
+            last_errors=self._last_error,
+        )
 
     async def check(
         self,
@@ -313,76 +252,6 @@ class ImageChecker:
             observe(_request_kind(response.request), response.status_code)
         if log.isEnabledFor(logging.DEBUG):
             _log_response(response)
-
-
-class _NoCookies(httpx.Cookies):
-    """A cookie jar that keeps nothing. Registry clients keep no cookies (Docker, containerd
-    and the kubelet have no jar): the protocol has none, a registry's ``Set-Cookie`` would be
-    sent to it again unasked, and in ``serve`` the jar would grow with every registry's
-    cookies for the life of the process. It also spares httpx's per-response work of
-    building urllib objects for the standard library's cookie policy (a tenth of a check's
-    CPU, issue #14)."""
-
-    def extract_cookies(self, response: httpx.Response) -> None:
-        return None
-
-
-class _LastErrors:
-    """The last error of each check in progress, by image text. Bounded (issue #10): a finished
-    check drops its entry (``ImageChecker.check``); the entries of checks that never finish
-    are dropped oldest first past MAX_LAST_ERRORS."""
-
-    def __init__(self) -> None:
-        self._errors: OrderedDict[str, str] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._errors)
-
-    def note(self, image: str, message: str) -> None:
-        self._errors[image] = message
-        self._errors.move_to_end(image)
-        while len(self._errors) > MAX_LAST_ERRORS:
-            self._errors.popitem(last=False)
-
-    def get(self, image: str) -> str | None:
-        return self._errors.get(image)
-
-    def pop(self, image: str) -> None:
-        self._errors.pop(image, None)
-
-
-def _proxied() -> bool:
-    """Whether the environment names a proxy, as httpx reads it (``urllib``'s ``*_proxy``
-    variables, any case: http, https, all)."""
-    return any(value and name.lower() in _PROXY_VARIABLES for name, value in os.environ.items())
-
-
-class _Ends:
-    """Counts the checks that ended, answered or cut short, for a ``Progress`` callback."""
-
-    __slots__ = ("_checked", "_count", "_total")
-
-    def __init__(self, total: int, checked: Progress | None) -> None:
-        self._count = 0
-        self._total = total
-        self._checked = checked
-
-    def one(self) -> None:
-        self._count += 1
-        if self._checked is not None:
-            self._checked(self._count, self._total)
-
-
-def _cut_short(image: str, ref: Reference, last: str | None) -> CheckResult:
-    """The result of a check the deadline cancelled, with the last error it met, if any."""
-    message = "deadline exceeded before the registry answered"
-    return CheckResult(
-        image,
-        ref,
-        Status.ERROR,
-        message=f"{message} (last error: {last})" if last else message,
-        registry=ref.api_host,
-    )
 
 
 def _log_request(request: httpx.Request) -> None:

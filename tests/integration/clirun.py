@@ -52,7 +52,8 @@ def run_cli(
 
 def _cli_env(home: Path, env: dict[str, str] | None) -> dict[str, str]:
     dropped = ("DOCKER_", "IMAGECHECK_", "REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR")
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    kept = "IMAGECHECK_FASTPATH"  # the mode a test runs in (conftest's fastpath_mode)
+    full_env = {k: v for k, v in os.environ.items() if k == kept or not k.startswith(dropped)}
     full_env["HOME"] = str(home)
     full_env.update(env or {})
     return full_env

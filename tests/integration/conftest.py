@@ -87,6 +87,15 @@ def skip_or_fail(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+@pytest.fixture(params=["fast", "stock"])
+def fastpath_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A test run once with the fast paths and once with stock httpx and aiohttp
+    (``IMAGECHECK_FASTPATH``, which the CLI children inherit): use it with
+    ``pytestmark = pytest.mark.usefixtures("fastpath_mode")``."""
+    monkeypatch.setenv("IMAGECHECK_FASTPATH", "1" if request.param == "fast" else "0")
+    return str(request.param)
+
+
 @pytest.fixture(scope="session")
 def registry_binary() -> str:
     binary = find_registry_binary()

@@ -16,6 +16,9 @@ import pytest
 from tests.integration.clirun import Run, run_cli, tls_args
 from tests.integration.conftest import RegistryEndpoint
 
+# Over the fast paths and over stock httpx (conftest.fastpath_mode).
+pytestmark = pytest.mark.usefixtures("fastpath_mode")
+
 MODES = ["registry_plain", "registry_basic", "registry_token"]
 MISSING_DIGEST = "sha256:" + "0" * 64
 

@@ -25,6 +25,9 @@ from tests.integration.tokenserver import TokenServer
 from tests.support.images import seed_many
 from tests.support.registry import LocalRegistry, TokenAuthSettings
 
+# Over the fast paths and over stock httpx (conftest.fastpath_mode).
+pytestmark = pytest.mark.usefixtures("fastpath_mode")
+
 SERVICE = "imagecheck-connection-reuse"
 # More than httpx keeps alive by default (20), so a pool that closes its surplus would show.
 CONCURRENCIES = [4, 24]

@@ -43,6 +43,9 @@ from tests.integration.faultproxy import (
 )
 from tests.support.images import push_image
 
+# Over the fast paths and over stock httpx (conftest.fastpath_mode).
+pytestmark = pytest.mark.usefixtures("fastpath_mode")
+
 MANIFESTS = r"^/v2/.+/manifests/"
 PING = r"^/v2/$"
 APP = "sample/app:1.0.0"

@@ -19,6 +19,9 @@ import imagecheck
 from tests.integration.clirun import run_cli, tls_args
 from tests.integration.conftest import RegistryEndpoint
 
+# Over the fast paths and over stock httpx (conftest.fastpath_mode).
+pytestmark = pytest.mark.usefixtures("fastpath_mode")
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 # What the example names, and what the test registry holds in its place.
 EXAMPLE_REPOSITORY = "registry.example.com/team/train"

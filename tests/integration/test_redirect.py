@@ -16,6 +16,9 @@ import pytest
 
 from tests.integration.clirun import run_cli
 
+# Over the fast paths and over stock httpx (conftest.fastpath_mode).
+pytestmark = pytest.mark.usefixtures("fastpath_mode")
+
 DIGEST = "sha256:" + "ab" * 32
 USER, PASSWORD = "bob", "front-door-password"
 

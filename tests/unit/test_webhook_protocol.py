@@ -6,6 +6,10 @@ inline path (a listener whose ``answer_now`` always declines is aiohttp's path a
 compares what a client reads, byte for byte but for the ``Date`` header. The registry is a
 fake checker: images whose text has ``missing`` are missing, the rest found; each check
 takes a turn of the loop, as a real one does.
+
+Every case runs twice: with the fast path, and with it switched off (``IMAGECHECK_FASTPATH=0``:
+no framer, every byte to aiohttp as it arrives). Cases about the inline path itself are
+marked ``fast_path_only`` and run once.
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ from aiohttp import web
 
 from imagecheck._deadline import Deadline
 from imagecheck.authn import Keychain
-from imagecheck.fastpath import Listener, handler_options
-from imagecheck.fastpath import _listener as listener_module
+from imagecheck.fastpath import ENVIRONMENT_VARIABLE, Listener, handler_options
+from imagecheck.fastpath import _phases as phases_module
 from imagecheck.reference import Reference
 from imagecheck.registry import ClientOptions
 from imagecheck.result import CheckResult, Status
@@ -35,6 +39,18 @@ from imagecheck.webhook import JsonFormatter
 from imagecheck.webhook._server import ServeSettings, Webhook
 from imagecheck.webhook._telemetry import lean_records
 from tests.support.registry import free_port
+
+
+@pytest.fixture(autouse=True, params=["fast", "stock"])
+def fastpath_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The switch, as an operator sets it; each listener reads it when it is built."""
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, "1" if request.param == "fast" else "0")
+    return str(request.param)
+
+
+# A case about the inline path itself: with the framer off there is none to observe.
+fast_path_only = pytest.mark.parametrize("fastpath_mode", ["fast"], indirect=True)
+
 
 FOUND = ("registry.test/app:1", "registry.test/app:2", "registry.test/db:1")
 MISSING = "registry.test/app:missing"
@@ -161,6 +177,7 @@ def both(scenario: Callable[[Served], Any]) -> tuple[Any, Any]:
     return asyncio.run(run(True)), asyncio.run(run(False))
 
 
+@fast_path_only
 def test_a_cached_review_is_answered_with_no_task_and_the_bytes_of_aiohttp_s_path() -> None:
     tasks = TaskCount()
 
@@ -180,6 +197,7 @@ def test_a_cached_review_is_answered_with_no_task_and_the_bytes_of_aiohttp_s_pat
     }
 
 
+@fast_path_only
 def test_pipelined_inline_and_slow_answers_leave_in_the_order_of_the_requests() -> None:
     """One connection: seven requests in one write, then one more once they are answered,
     which is inline again (no task) now that aiohttp holds nothing of the connection."""
@@ -219,6 +237,7 @@ def test_pipelined_inline_and_slow_answers_leave_in_the_order_of_the_requests() 
     assert inline[5].startswith(b"HTTP/1.1 400 Bad Request") and b"body is not JSON" in inline[5]
 
 
+@fast_path_only
 def test_a_review_arriving_in_pieces_is_answered_inline() -> None:
     tasks = TaskCount()
     request = post(review(*FOUND, uid="pieces"))
@@ -360,7 +379,7 @@ def test_idle_connections_are_closed_after_the_idle_timeout_and_busy_ones_never(
 ) -> None:
     """Answers by aiohttp and inline ones both count as activity: a connection that has one
     every 0.2 s outlives a 0.5 s idle timeout, then is closed 0.5 s after its last."""
-    monkeypatch.setattr(listener_module, "IDLE_TIMEOUT", 0.5)
+    monkeypatch.setattr(phases_module, "IDLE_TIMEOUT", 0.5)
 
     async def scenario(server: Served) -> tuple[list[bytes], bool, bool]:
         await exchange(server.port, [post(review(FOUND[0]))], 1)  # cached

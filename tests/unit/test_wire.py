@@ -15,7 +15,7 @@ import pytest
 import uvloop
 
 from imagecheck.fastpath import WireTransport
-from imagecheck.fastpath._client import MAX_HEAD_BYTES
+from imagecheck.fastpath._response import MAX_HEAD_BYTES
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 # Answers per request on one connection: bytes to send, or None to hang up without answering.
