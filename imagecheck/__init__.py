@@ -24,15 +24,11 @@ are there for finer control: ``imagecheck.reference`` (parsing), ``imagecheck.au
 from __future__ import annotations
 
 from imagecheck._lazy import lazy_face
+from imagecheck._version import __version__
 
 # typing.TYPE_CHECKING without importing typing (and the re it pulls in), which every start-up
 # would pay for: type checkers treat any name TYPE_CHECKING as true.
 TYPE_CHECKING = False
-
-# Static, not importlib.metadata (a tree of imports of its own): `imagecheck --version` and the
-# User-Agent read it. The version's one home: pyproject.toml reads it (hatch), and
-# tests/packaging/test_version.py holds the image label and CHANGELOG.md to it.
-__version__ = "0.1.0"
 
 # The public names are loaded on first use (PEP 562): `import imagecheck` alone, as
 # `imagecheck --version` does, costs nothing, and `check` pulls in httpx, asyncio and the

@@ -40,12 +40,12 @@ T = TypeVar("T")
 
 _DEFAULTS = ClientOptions()
 DEFAULT_DEADLINE = 60.0
-# The default deadline grows by this much per distinct image: 60 s alone cut 77 of 5,000 images
-# in 5,000 repositories on a token registry short (issue #14), and a run's work grows with
-# its images while a slow registry's retries do not.
+# The default deadline grows by this much per distinct image: 60 s alone cut a check of
+# thousands of images, one token each, short, and a run's work grows with its images while
+# a slow registry's retries do not.
 DEADLINE_PER_IMAGE = 0.05
 # What each number may be: never nan, inf or negative, never so large that a timer built from
-# it overflows (issue #10). The command line's options take the same ranges.
+# it overflows. The command line's options take the same ranges.
 DEADLINE_RANGE = (0.1, 86400.0)  # a day
 TIMEOUT_RANGE = (0.1, 3600.0)
 WAIT_RANGE = (0.0, 7 * 86400.0)  # a week is longer than any pipeline waits for an image

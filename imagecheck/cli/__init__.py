@@ -24,7 +24,7 @@ from imagecheck._lazy import load_export
 
 # Nothing heavy at import: the console script imports this module before main() runs, and a
 # Ctrl-C then would be Python's traceback. main() imports the command line inside its try, and
-# the group imports a command's module only when that command runs (issue #14).
+# the group imports a command's module only when that command runs.
 TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the name as true
 
 if TYPE_CHECKING:
@@ -81,11 +81,11 @@ def main() -> None:
     """
     # httpx imports its own command line (click, pygments, rich) when they are installed, and
     # fails quietly when they are not; imagecheck never runs it. Marked absent, the import fails
-    # at once: 5-15 ms of a check's start-up in an environment that has pygments (issue #14).
+    # at once instead of costing a check's start-up the import of pygments and rich.
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     if sys.argv[1:] == ["--version"]:
-        # What click's version option prints, without loading click (25 ms of 45): the one
-        # command a start-up probe or an install check runs (issue #14). tests/unit/
+        # What click's version option prints, without loading click (most of the start-up): the
+        # one command a start-up probe or an install check runs. tests/unit/
         # test_lazy_imports.py holds the two answers equal.
         from imagecheck import __version__  # noqa: PLC0415
 
@@ -122,7 +122,7 @@ def _internal_error(exc: Exception) -> int:
 
     Exit 1 means "missing", so an uncaught exception must not end the process the way Python
     ends it. Every failure imagecheck expects is a typed error handled by the command; this
-    only catches what escaped (issue #10). ``IMAGECHECK_DEBUG=1`` shows the traceback.
+    only catches what escaped. ``IMAGECHECK_DEBUG=1`` shows the traceback.
     """
     from imagecheck._text import printable  # noqa: PLC0415 - only on the way out
     from imagecheck.exitcodes import ExitCode  # noqa: PLC0415

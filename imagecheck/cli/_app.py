@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 # Each command's module, imported only when that command runs (or --help lists it): `check`
-# never loads serve's aiohttp or scan's PyYAML, and `--version` loads none (issue #14).
+# never loads serve's aiohttp or scan's PyYAML, and `--version` loads none.
 COMMANDS = {
     "audit": "imagecheck.cli._audit",
     "check": "imagecheck.cli._check",

@@ -1,4 +1,4 @@
-"""``imagecheck audit``: every workload's images in a cluster, checked (issue #15)."""
+"""``imagecheck audit``: every workload's images in a cluster, checked."""
 
 from __future__ import annotations
 

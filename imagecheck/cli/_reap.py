@@ -1,5 +1,5 @@
-"""``imagecheck reap``: fail the Jobs whose pods wait on an image the registry says is missing
-(issue #15). Options -> one pass (``cluster/reap_pass.py``) -> a line per stuck pod -> exit."""
+"""``imagecheck reap``: fail the Jobs whose pods wait on an image the registry says is missing.
+Options -> one pass (``cluster/_reap_pass.py``) -> a line per stuck pod -> exit."""
 
 from __future__ import annotations
 

@@ -16,13 +16,6 @@ from imagecheck.cli._run import check_valid, conclude, parse_images
 from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
 from imagecheck.errors import UsageError
 from imagecheck.exitcodes import ExitCode
-from imagecheck.render import (
-    render_scan_github,
-    render_scan_json,
-    render_scan_list_json,
-    render_scan_list_text,
-    render_scan_text,
-)
 from imagecheck.result import CheckResult
 
 if TYPE_CHECKING:  # scanning needs PyYAML: imported when scan runs, not by `check`
@@ -35,8 +28,7 @@ SCAN_EXIT_CODES_HELP = exit_codes_help(
         "(the rest is checked)"
     }
 )
-RENDERERS = {"text": render_scan_text, "json": render_scan_json, "github": render_scan_github}
-LIST_RENDERERS = {"text": render_scan_list_text, "json": render_scan_list_json}
+LIST_OUTPUTS = ("text", "json")
 
 
 @click.command(epilog=SCAN_EXIT_CODES_HELP)
@@ -78,7 +70,14 @@ def scan(
     report = find_images(paths, strict)
     distinct = list(dict.fromkeys(o.image for o in report.occurrences if not o.skipped))
     results = {r.image: r for r in check_distinct(distinct, settings)}
-    text = RENDERERS[output](report.occurrences, results, report.problems, report.notes)
+    from imagecheck.scanning import (  # noqa: PLC0415 - PyYAML, only here
+        render_scan_github,
+        render_scan_json,
+        render_scan_text,
+    )
+
+    render = {"text": render_scan_text, "json": render_scan_json, "github": render_scan_github}
+    text = render[output](report.occurrences, results, report.problems, report.notes)
     if text:
         click.echo(text)
     echo_problems(report.problems, output)
@@ -91,13 +90,17 @@ def list_images(
 ) -> NoReturn:
     """``--list``: every occurrence, the invalid references named, nothing sent or read but
     the files (credentials, even --password-stdin, are left alone)."""
-    if output not in LIST_RENDERERS:
+    if output not in LIST_OUTPUTS:
         raise UsageError(f"--list prints text or json, not {output}")
     report = find_images(paths, strict)
     _, invalid = parse_images(dict.fromkeys(o.image for o in report.occurrences if not o.skipped))
-    text = LIST_RENDERERS[output](
-        report.occurrences, {r.image: r for r in invalid}, report.problems, report.notes
+    from imagecheck.scanning import (  # noqa: PLC0415 - PyYAML, only here
+        render_scan_list_json,
+        render_scan_list_text,
     )
+
+    render = render_scan_list_text if output == "text" else render_scan_list_json
+    text = render(report.occurrences, {r.image: r for r in invalid}, report.problems, report.notes)
     if text:
         click.echo(text)
     echo_problems(report.problems, output)

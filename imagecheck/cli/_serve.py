@@ -190,7 +190,7 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's event loop when it is installed (the webhook extra installs it), else
     asyncio's own. Under 50 concurrent reviews, the loop itself (epoll, callbacks, TLS
     records through ``ssl.MemoryBIO``) was most of the server's CPU per review; libuv's loop
-    does that work in C (issue #14)."""
+    does that work in C."""
     try:
         import uvloop  # noqa: PLC0415 - only serve runs it
     except ImportError:

@@ -61,8 +61,8 @@ class _Bounded(click.ParamType):  # type: ignore[type-arg]
 class Seconds(_Bounded):
     """A duration in seconds: ``90``, ``1.5``, ``90s``, ``5m``, ``1h30m``, ``500ms``, within
     ``[minimum, maximum]``. Never ``nan`` or ``inf``, never negative, never so large that a
-    timer built from it overflows (issue #10: ``--timeout nan`` crashed, ``--deadline nan``
-    was taken)."""
+    timer built from it overflows (``nan`` passes every comparison, so it is refused by
+    name)."""
 
     name = "seconds"
 

@@ -60,8 +60,8 @@ async def _check_distinct(
 ) -> dict[Reference, CheckResult]:
     """Each of ``firsts``' references checked (as its image text) by ``concurrency``
     workers that take them one at a time, in order: a few tasks for the run, not one per
-    image, which cost about 1.3 KiB each until the run ended (100,000 images: 375 MiB
-    peak, issue #14). The answer of each, or how the deadline cut it short."""
+    image, whose memory would otherwise grow with the images until the run ended. The answer
+    of each, or how the deadline cut it short."""
     answers: dict[Reference, CheckResult] = {}
     ended = _Ends(len(firsts), checked)
     todo = iter(firsts.items())
@@ -91,7 +91,7 @@ async def _check_distinct(
 
 
 class LastErrors:
-    """The last error of each check in progress, by image text. Bounded (issue #10): a finished
+    """The last error of each check in progress, by image text. Bounded: a finished
     check drops its entry (``ImageChecker.check``); the entries of checks that never finish
     are dropped oldest first past MAX_LAST_ERRORS."""
 

@@ -26,9 +26,9 @@ from typing import Self
 
 import httpx
 
-from imagecheck import __version__
 from imagecheck._capped import MAX_ERROR_BODY, MAX_MANIFEST_SIZE, bound_body
 from imagecheck._deadline import Deadline
+from imagecheck._version import __version__
 from imagecheck.authn import AnonymousKeychain, Credentials, Keychain, resolve_credentials
 from imagecheck.errors import AuthenticationError, RegistryError, TransientError
 from imagecheck.reference import Reference
@@ -108,7 +108,7 @@ class ImageChecker:
             if self.options.insecure_registries
             else self._clients
         )
-        # Per registry host, what its ping said; bounded (issue #10).
+        # Per registry host, what its ping said; bounded.
         self._registries = Registries(
             self._clients, self._insecure_clients, self._trust, self.options.insecure_registries
         )
@@ -194,7 +194,7 @@ class ImageChecker:
         keys = keychain or self.keychain
         try:
             # Before any request to the registry, inside the deadline, outside the attempt's
-            # timeout: a credential helper runs here, once per registry (issue #10).
+            # timeout: a credential helper runs here, once per registry.
             creds = await resolve_credentials(keys, ref, deadline)
             result = await self.retry.run(lambda: self._attempt(ref, image, creds), deadline)
         except RegistryError as exc:

@@ -34,6 +34,7 @@ and aliases are bounded, and each limit crossed is a :class:`FileProblem` on its
 - ``_model``: the values a scan returns, and the template-placeholder rule
 - ``_textscan``: ``scan_text``, one file's text by its format
 - ``_files``: ``scan_files`` and ``scan_paths``
+- ``_render``: a scan's findings and answers as text, JSON or GitHub workflow commands
 """
 
 from imagecheck.scanning._files import scan_files, scan_paths
@@ -45,6 +46,13 @@ from imagecheck.scanning._model import (
     Occurrence,
     ScanReport,
 )
+from imagecheck.scanning._render import (
+    render_scan_github,
+    render_scan_json,
+    render_scan_list_json,
+    render_scan_list_text,
+    render_scan_text,
+)
 from imagecheck.scanning._textscan import scan_text
 
 __all__ = [
@@ -54,6 +62,11 @@ __all__ = [
     "FileProblem",
     "Occurrence",
     "ScanReport",
+    "render_scan_github",
+    "render_scan_json",
+    "render_scan_list_json",
+    "render_scan_list_text",
+    "render_scan_text",
     "scan_files",
     "scan_paths",
     "scan_text",

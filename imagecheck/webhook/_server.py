@@ -83,7 +83,7 @@ class ServeSettings:
     reload_interval: float = 10.0
     # Also offer the pull secrets a reviewed pod names (read through the Kubernetes API).
     pod_pull_secrets: bool = False
-    # Hostile clients (issue #10): how long a client may take to send a request's headers or
+    # Hostile clients: how long a client may take to send a request's headers or
     # body, how many connections may be open, how many distinct images a review may name.
     read_timeout: float = DEFAULT_READ_TIMEOUT
     max_connections: int = DEFAULT_MAX_CONNECTIONS

@@ -1,4 +1,4 @@
-"""One version (issue #16): ``imagecheck/__init__.py``'s ``__version__`` is its home.
+"""One version: ``imagecheck/_version.py``'s ``__version__`` is its home.
 
 ``imagecheck --version`` prints it, pyproject.toml reads it (hatch's dynamic version; the
 wheel's metadata is checked in test_wheel.py), and the two copies that cannot read a Python
@@ -24,7 +24,7 @@ def test_pyproject_reads_the_version_from_the_package() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in project["project"]
     assert project["project"]["dynamic"] == ["version"]
-    assert project["tool"]["hatch"]["version"]["path"] == "imagecheck/__init__.py"
+    assert project["tool"]["hatch"]["version"]["path"] == "imagecheck/_version.py"
 
 
 def test_the_installed_cli_prints_the_version() -> None:

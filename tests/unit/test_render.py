@@ -192,12 +192,13 @@ def test_error_text_is_one_line_with_its_hint(error: ImagecheckError, line: str)
 
 
 def test_scan_outputs_show_where_a_rewritten_image_was_written() -> None:
-    from imagecheck.render import (  # noqa: PLC0415 - scan renderers with their types
+    from imagecheck.scanning import (  # noqa: PLC0415 - PyYAML
+        FileNote,
+        Occurrence,
         render_scan_list_json,
         render_scan_list_text,
         render_scan_text,
     )
-    from imagecheck.scanning import FileNote, Occurrence  # noqa: PLC0415 - PyYAML
 
     rewritten = Occurrence(
         "app:2\x1b[2J", "kustomization.yaml", 4, "Deployment", "web", "app",

@@ -25,50 +25,14 @@ MAX_CLASS_LINES = 200
 
 # Circles in files other branches own and are breaking in parallel. This set must be empty:
 # the merge of those branches empties it (and the test below fails while an entry is stale).
-KNOWN_ELSEWHERE: set[frozenset[str]] = {
-    frozenset({"imagecheck/fastpath/_listener.py", "imagecheck/fastpath/_framing.py"}),
-    frozenset({"imagecheck/cli/_reap.py", "imagecheck/cli/_reap_loop.py"}),
-    # registry/_client.py takes __version__ from the library's face, which (for type checkers)
-    # imports run.py and through it the registry: the User-Agent wants the version from a module
-    # below both.
-    frozenset(
-        {
-            "imagecheck/__init__.py",
-            "imagecheck/run.py",
-            "imagecheck/registry/__init__.py",
-            "imagecheck/registry/_client.py",
-        }
-    ),
-}
+KNOWN_ELSEWHERE: set[frozenset[str]] = set()
 
 # Sizes over the limits in files other branches own and are splitting in parallel, each at
 # most what it measures today so that none grows meanwhile. This dict must be empty too.
-KNOWN_ELSEWHERE_SIZES: dict[str, int] = {
-    "imagecheck/fastpath/_client.py": 533,
-    "imagecheck/fastpath/_client.py::_Connection": 234,
-    "imagecheck/fastpath/_listener.py::Listener": 217,
-    "imagecheck/registry/_client.py": 421,
-    "imagecheck/registry/_client.py::ImageChecker": 241,
-}
+KNOWN_ELSEWHERE_SIZES: dict[str, int] = {}
 
 # Files other branches own that still name issues; the merge cleans them and empties the set.
-KNOWN_ELSEWHERE_HISTORY: set[str] = {
-    "imagecheck/cli/__init__.py",
-    "imagecheck/cli/_app.py",
-    "imagecheck/cli/_audit.py",
-    "imagecheck/cli/_options.py",
-    "imagecheck/cli/_reap.py",
-    "imagecheck/cli/_serve.py",
-    "imagecheck/cli/_types.py",
-    "imagecheck/exitcodes.py",
-    "imagecheck/fastpath/_client.py",
-    "imagecheck/fastpath/_framing.py",
-    "imagecheck/fastpath/_listener.py",
-    "imagecheck/registry/_client.py",
-    "imagecheck/render.py",
-    "imagecheck/run.py",
-    "imagecheck/webhook/_server.py",
-}
+KNOWN_ELSEWHERE_HISTORY: set[str] = set()
 
 # The packages whose ``__init__`` is a lazy face: ``_EXPORTS`` maps each public name to the
 # private module that defines it.
