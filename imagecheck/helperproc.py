@@ -116,8 +116,10 @@ async def _send(stdin: asyncio.StreamWriter | None, text: str) -> None:
     with contextlib.suppress(ConnectionError):  # a helper may exit without reading it
         stdin.write(text.encode())
         await stdin.drain()
+        # Closed, not waited for: a cancellation in wait_closed() (the deadline) cancels the
+        # future asyncio sets when the pipe closes, which then logs "Exception in callback
+        # ... InvalidStateError" on stderr. The exit, awaited next, comes after every pipe.
         stdin.close()
-        await stdin.wait_closed()
 
 
 async def _read_capped(stream: asyncio.StreamReader | None, exe: str) -> bytes:
