@@ -117,8 +117,10 @@ async def _send(stdin: asyncio.StreamWriter | None, text: str) -> None:
     with contextlib.suppress(ConnectionError):  # a helper may exit without reading it
         stdin.write(text.encode())
         await stdin.drain()
+        # Closed, not waited for: a cancellation in wait_closed() (the deadline) cancels the
+        # future asyncio sets when the pipe closes, which then logs "Exception in callback
+        # ... InvalidStateError" on stderr. The exit, awaited next, comes after every pipe.
         stdin.close()
-        await stdin.wait_closed()
 
 
 async def _read_capped(stream: asyncio.StreamReader | None, exe: str) -> bytes:
@@ -176,20 +178,29 @@ async def _kill(proc: asyncio.subprocess.Process) -> None:
 
 
 async def _reap_uncancelled(proc: asyncio.subprocess.Process, limit: float) -> None:
-    """Wait up to ``limit`` seconds for ``proc`` to be reaped, even through a cancellation,
-    which is raised again once the wait is over."""
-    waiter = asyncio.ensure_future(proc.wait())
-    end = asyncio.get_running_loop().time() + limit
+    """Wait up to ``limit`` seconds for ``proc``'s exit to be reported on this loop, even
+    through a cancellation, which is raised again once the wait is over.
+
+    Reported, not merely waited for: until asyncio's child watcher has handed the exit to
+    this loop, the loop must not close, or the watcher prints "Loop ... that handles pid N is
+    closed" on stderr. The wait is a task of its own, and ``asyncio.run`` cancels every task
+    when its main coroutine ends (the run's deadline, with the helper still being killed):
+    a wait cancelled from outside is started again."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + limit
     cancelled = False
-    while not waiter.done():
-        left = end - asyncio.get_running_loop().time()
+    waiter: asyncio.Future[int] | None = None
+    while proc.returncode is None:
+        left = end - loop.time()
         if left <= 0:
             break
+        if waiter is None or waiter.done():
+            waiter = asyncio.ensure_future(proc.wait())
         try:
             await asyncio.wait({waiter}, timeout=left)
         except asyncio.CancelledError:
             cancelled = True
-    if not waiter.done():
+    if waiter is not None and not waiter.done():
         waiter.cancel()
     if cancelled:
         raise asyncio.CancelledError

@@ -247,22 +247,14 @@ def test_signals_end_a_hanging_check_promptly(
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DOCKER_", "IMAGECHECK_"))}
     env["HOME"] = str(tmp_path)
-    # A job started in the background (nohup, `cmd &` in a script, as CI may start this run)
-    # inherits SIGINT ignored, and exec keeps it ignored: the child would rightly not answer
-    # Ctrl-C. A handler (not SIG_IGN) is reset to the default by exec, so the child gets
-    # Ctrl-C as it does from a terminal.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "imagecheck", "check", "--timeout", "60", "--deadline", "120",
-             f"{silent.host}/team/app:1.0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )  # fmt: skip
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "imagecheck", "check", "--timeout", "60", "--deadline", "120",
+         f"{silent.host}/team/app:1.0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )  # fmt: skip
     # Signalled once the check hangs on the registry, not after a fixed sleep: on a loaded
     # machine start-up alone can take longer than any sleep chosen here.
     assert silent.connected.wait(30), "the check never reached the registry"

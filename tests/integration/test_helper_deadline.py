@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -134,3 +136,75 @@ def wait_gone(pid: int, within: float = 3.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+# A helper that prints more than a helper may (so the run kills it early, long before its
+# deadline), then lives on until it is killed.
+OVERFLOWS_THEN_WAITS = """\
+echo $$ > "$0.pid"
+head -c 100000 /dev/zero
+exec sleep 1000
+"""
+
+# Runs ``python -m imagecheck ARGS`` as a loaded machine may: asyncio's child watcher (a thread
+# per child, "asyncio-waitpid-N") reports a helper's exit only once the event loop has closed,
+# or LATE seconds after the exit. And the process ends only once the watcher has reported,
+# which it does on stderr ("Loop ... that handles pid N is closed") when the loop has closed.
+LATE_REPORT = """\
+import asyncio, os, runpy, sys, threading
+LATE = float(sys.argv.pop(1))
+closed = threading.Event()
+close, waitpid, exit_ = asyncio.SelectorEventLoop.close, os.waitpid, os._exit
+
+def close_and_tell(self):
+    close(self)
+    closed.set()
+
+def late_waitpid(pid, options):
+    found = waitpid(pid, options)
+    if options == 0 and "waitpid-" in threading.current_thread().name:
+        closed.wait(LATE)
+    return found
+
+def exit_once_reported(code):
+    for thread in threading.enumerate():
+        if "waitpid-" in thread.name:
+            thread.join(LATE + 10)
+    exit_(code)
+
+asyncio.SelectorEventLoop.close = close_and_tell
+os.waitpid, os._exit = late_waitpid, exit_once_reported
+runpy.run_module("imagecheck", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_helper_killed_late_is_reaped_before_the_run_ends(tmp_path: Path) -> None:
+    """The run's end cancels every task, the one waiting for the killed helper's exit too: the
+    helper must still be reaped before the event loop closes, or asyncio's child watcher
+    prints "Loop ... that handles pid N is closed" on the user's stderr."""
+    deadline, late = 1.0, 3.0  # the exit is reported after the deadline has ended the checks
+    bin_dir = tmp_path / "bin"
+    install_helper(bin_dir, "late", OVERFLOWS_THEN_WAITS)
+    host = "127.0.0.1:9"  # never reached: the check waits for its helper until the deadline
+    write_json(tmp_path / "d" / "config.json", {"credHelpers": {host: "late"}})
+    dropped = ("DOCKER_", "IMAGECHECK_", "REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
+    env |= {"HOME": str(tmp_path), "DOCKER_CONFIG": str(tmp_path / "d")}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    argv = [sys.executable, "-c", LATE_REPORT, str(late), "check", "--deadline", str(deadline)]
+    try:
+        done = subprocess.run(
+            [*argv, f"{host}/team/app:1"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            os.kill(int((bin_dir / "docker-credential-late.pid").read_text()), signal.SIGKILL)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "deadline" in done.stdout
+    for line in done.stderr.splitlines():
+        assert line.startswith("imagecheck:"), f"stray stderr line {line!r}"

@@ -139,3 +139,27 @@ def test_a_cancellation_during_the_kill_still_reaps_the_helper(
     logged = capfd.readouterr().err + caplog.text
     assert "is closed" not in logged
     assert "Unknown child process" not in logged
+
+
+def test_a_cancellation_at_any_step_leaves_nothing_on_stderr(
+    helpers_on_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Cancelled at each of its first steps on the loop in turn (the deadline can land at any
+    of them), an ask kills and reaps its helper and leaves asyncio nothing to report. Cancelled
+    while its helper's stdin was closing, it once left "Exception in callback ...
+    InvalidStateError" on stderr."""
+    from imagecheck.helperproc import ask_helper  # noqa: PLC0415
+
+    async def cancel_after(steps: int) -> None:
+        task = asyncio.ensure_future(ask_helper("hangs", "a.test", timeout=30))
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    for steps in range(40):
+        asyncio.run(cancel_after(steps))
+    logged = capfd.readouterr().err + caplog.text
+    for said in ("Exception in callback", "is closed", "Unknown child process"):
+        assert said not in logged
