@@ -148,7 +148,7 @@ def test_a_cancellation_at_any_step_leaves_nothing_on_stderr(
     of them), an ask kills and reaps its helper and leaves asyncio nothing to report. Cancelled
     while its helper's stdin was closing, it once left "Exception in callback ...
     InvalidStateError" on stderr."""
-    from imagecheck.helperproc import ask_helper  # noqa: PLC0415
+    from imagecheck.authn._helperproc import ask_helper  # noqa: PLC0415
 
     async def cancel_after(steps: int) -> None:
         task = asyncio.ensure_future(ask_helper("hangs", "a.test", timeout=30))
