@@ -13,15 +13,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from imagecheck._text import printable
 from imagecheck.errors import Hint, ImagecheckError, RegistryError, UsageError
 from imagecheck.result import CheckResult, Status
-
-if TYPE_CHECKING:  # scanning needs PyYAML: not loaded by `check` (an initContainer's start-up)
-    pass
 
 P = TypeVar("P")  # a place an image is used: a file's line (scan), a workload (audit)
 
@@ -182,3 +179,32 @@ def _github_escape(text: str, *, property_value: bool = False) -> str:
 # The same rules for audit's and scan's renderers: one home for each.
 printable_line = _line
 github_escape = _github_escape
+
+
+@dataclass(frozen=True)
+class Report:
+    """A checking command's output, worded once: what goes to stdout (``chunks``, streamed),
+    the warnings for stderr, and the pod's termination message."""
+
+    chunks: Iterator[str]
+    warnings: list[str]
+    summary: str
+
+
+def report(results: Sequence[CheckResult], output: str | None, *, pass_errors: bool) -> Report:
+    """``results`` as ``output`` (``"text"``, ``"json"``, or ``None`` for a command that printed
+    them its own way), each hint worded as the command line words it. With ``pass_errors``
+    (``--on-error pass``), a warning for each image that could not be checked."""
+    shown_results = [explained(r) for r in results]
+    chunks: Iterator[str] = iter(())
+    if output == "json":
+        chunks = json_chunks(shown_results)
+    elif output == "text":
+        chunks = text_chunks(shown_results)
+    warnings = [
+        f"imagecheck: warning: could not check {shown(r)} ({r.message}); "
+        f"passing because of {option_text('errors_pass')}"
+        for r in (shown_results if pass_errors else [])
+        if r.status is Status.ERROR
+    ]
+    return Report(chunks, warnings, termination_summary(shown_results))

@@ -11,11 +11,10 @@ import click
 from imagecheck._files import read_regular_file, size_text
 from imagecheck.cli._help import EXIT_CODES_HELP
 from imagecheck.cli._options import check_options
-from imagecheck.cli._run import check_valid, conclude, echo_stream, parse_images
+from imagecheck.cli._run import check_images, conclude
 from imagecheck.cli._settings import CheckSettings, with_settings
 from imagecheck.cli._termination import write_termination_log
 from imagecheck.errors import RegistryError, UsageError
-from imagecheck.render import json_chunks, text_chunks
 
 # --from-file: a valid reference is at most ~520 characters (a 255-character name, a tag, a
 # digest); scan allows 4096 as written (scanning.MAX_IMAGE_LENGTH), and so does this. A longer
@@ -95,13 +94,8 @@ def check(
         raise UsageError("--use-pod-pull-secrets goes with --from-pod")
     if not images:
         raise UsageError("no IMAGE to check (name some, or use --from-file or --from-pod)")
-    # Nothing is sent anywhere when any reference is invalid (exit 2); and nothing read, not
-    # even the password on standard input.
-    parsed, results = parse_images(images)
-    if not results:
-        results = check_valid(parsed, settings, pod_pull_secrets=pod_secrets)
-    echo_stream(json_chunks(results) if output == "json" else text_chunks(results))
-    conclude(results, settings)
+    results = check_images(images, settings, pod_pull_secrets=pod_secrets)
+    conclude(results, settings, output=output)
 
 
 def read_pod(

@@ -4,23 +4,24 @@ checked as the settings say, the output streamed, the exit code (``imagecheck.ex
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import NoReturn
 
 import click
 
 from imagecheck.cli._app import run_async
 from imagecheck.cli._credentials import read_credentials
-from imagecheck.cli._progress import MIN_IMAGES, counter
+from imagecheck.cli._progress import MIN_IMAGES, Counter, counter
 from imagecheck.cli._settings import CheckSettings
 from imagecheck.cli._termination import write_termination_log
 from imagecheck.exitcodes import ExitCode, exit_code
 from imagecheck.reference import Reference
-from imagecheck.render import explained, shown, termination_summary
+from imagecheck.render import explained, report
 from imagecheck.result import CheckResult, Status
 from imagecheck.run import check_parsed, parse_each
 
-# Chunks of output written at once by echo_stream: about 128 results of JSON.
+# Chunks of output written at once by conclude: about 128 results of JSON.
 OUTPUT_BATCH = 256
 
 Parsed = list[tuple[str, Reference]]
@@ -33,30 +34,44 @@ def parse_images(images: Iterable[str]) -> tuple[Parsed, list[CheckResult]]:
     return parsed, [CheckResult(e.reference, None, Status.INVALID, e.reason) for e in invalid]
 
 
-def check_valid(
-    items: Sequence[tuple[str, Reference]],
+def check_images(
+    images: Iterable[str],
     settings: CheckSettings,
     *,
     pod_pull_secrets: Sequence[tuple[str, str]] = (),
+    all_or_nothing: bool = True,
 ) -> list[CheckResult]:
-    """Check ``items`` (parsed references) as the settings say: the credentials read first,
-    the results explained. Many images show a counter on a terminal's stderr (not with
-    --verbose, whose log lines would break it)."""
+    """A checking command's library call: each image parsed once, a result for each invalid
+    one first. With any invalid and ``all_or_nothing`` (``check``), or none valid, nothing is
+    sent or read (not even the password on standard input); otherwise (``scan``: one bad
+    reference in a file does not stop the others) the credentials are read, then every valid
+    image checked as the settings say."""
+    parsed, results = parse_images(images)
+    if not parsed or (results and all_or_nothing):
+        return results
     credentials = read_credentials(settings)
+    with _counter(settings) as checked:
+        options = settings.client_options()
+        chain = settings.keychain(credentials, pod_pull_secrets)
+        run = check_parsed(
+            parsed,
+            options,
+            chain,
+            deadline=settings.deadline,
+            wait=settings.wait,
+            progress=lambda line: click.echo(f"imagecheck: {line}", err=True),
+            checked=checked,
+        )
+        return results + run_async(run)
+
+
+@contextmanager
+def _counter(settings: CheckSettings) -> Iterator[Counter | None]:
+    """Many images show a counter on a terminal's stderr (not with --verbose, whose log lines
+    would break it), closed when the check ends however it ends."""
     progress = None if settings.verbose else counter("checked", "images", MIN_IMAGES)
-    options = settings.client_options()
-    chain = settings.keychain(credentials, pod_pull_secrets)
-    run = check_parsed(
-        items,
-        options,
-        chain,
-        deadline=settings.deadline,
-        wait=settings.wait,
-        progress=lambda line: click.echo(f"imagecheck: {line}", err=True),
-        checked=progress,
-    )
     try:
-        return explain_all(run_async(run))
+        yield progress
     finally:
         if progress is not None:
             progress.close()
@@ -68,36 +83,29 @@ def explain_all(results: Iterable[CheckResult]) -> list[CheckResult]:
 
 
 def conclude(
-    results: Sequence[CheckResult], settings: CheckSettings, *, invalid_input: bool = False
+    results: Sequence[CheckResult],
+    settings: CheckSettings,
+    *,
+    output: str | None = None,
+    invalid_input: bool = False,
 ) -> NoReturn:
-    """After the output: warn of errors passed, write the termination message, and exit with
-    the one exit code (``imagecheck.exitcodes``)."""
-    code = exit_code(results, on_error=settings.on_error, invalid_input=invalid_input)
-    warn_passed_errors(results, settings)
-    if code != ExitCode.OK:
-        write_termination_log(settings.termination_log, termination_summary(results))
-    sys.exit(code)
-
-
-def warn_passed_errors(results: Iterable[CheckResult], settings: CheckSettings) -> None:
-    if settings.on_error != "pass":
-        return
-    for r in results:
-        if r.status is Status.ERROR:
-            click.echo(
-                f"imagecheck: warning: could not check {shown(r)} ({r.message}); "
-                "passing because of --on-error pass",
-                err=True,
-            )
-
-
-def echo_stream(chunks: Iterable[str]) -> None:
-    """``click.echo("".join(chunks))``, a batch of chunks at a time: the output of 100,000
-    results is never one string."""
+    """The end of a checking command: the results printed as ``output`` (``None``: the
+    command printed them), errors passed warned of, the termination message written, and the
+    one exit code (``imagecheck.exitcodes``)."""
+    worded = report(results, output, pass_errors=settings.on_error == "pass")
+    # A batch of chunks at a time: the output of 100,000 results is never one string. A
+    # command that printed its results its own way (``output=None``) streams nothing here.
     batch: list[str] = []
-    for chunk in chunks:
+    for chunk in worded.chunks:
         batch.append(chunk)
         if len(batch) >= OUTPUT_BATCH:
             click.echo("".join(batch), nl=False)
             batch.clear()
-    click.echo("".join(batch))
+    if output is not None:
+        click.echo("".join(batch))
+    code = exit_code(results, on_error=settings.on_error, invalid_input=invalid_input)
+    for warning in worded.warnings:
+        click.echo(warning, err=True)
+    if code != ExitCode.OK:
+        write_termination_log(settings.termination_log, worded.summary)
+    sys.exit(code)

@@ -12,7 +12,7 @@ import click
 from imagecheck.cli._help import exit_codes_help
 from imagecheck.cli._options import check_options, report_output
 from imagecheck.cli._progress import MIN_FILES, counter
-from imagecheck.cli._run import check_valid, conclude, parse_images
+from imagecheck.cli._run import check_images, conclude, explain_all, parse_images
 from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
 from imagecheck.errors import UsageError
 from imagecheck.exitcodes import ExitCode
@@ -138,7 +138,4 @@ def find_images(paths: Sequence[str], strict: bool) -> ScanReport:
 def check_distinct(images: list[str], settings: CheckSettings) -> list[CheckResult]:
     """The invalid references' results, then the valid ones', checked: unlike ``check``,
     one bad reference in a file does not stop the others being checked."""
-    valid, invalid = parse_images(images)
-    if not valid:
-        return invalid
-    return invalid + check_valid(valid, settings)
+    return explain_all(check_images(images, settings, all_or_nothing=False))
