@@ -2,7 +2,7 @@
 registry count (``webhook_load.py``, issue #14).
 
 :class:`Server`, ``python -m imagecheck serve`` as a subprocess on a free port (under cProfile
-when asked; its certificate from ``tests.integration.pki``), ``--cache-ttl 5m --missing-ttl 5m``
+when asked; its certificate from ``tests.support.pki``), ``--cache-ttl 5m --missing-ttl 5m``
 so that nothing expires during a run; :func:`server_samples`, its
 ``/metrics`` (manifest requests made, time in the review handler); :class:`ManifestWindow`,
 the manifest requests the registry logs in a window. The benchmark's error and exit codes are
@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.pki import TLSMaterial
+from tests.support.pki import TLSMaterial
 from tests.support.registry import LocalRegistry
 
 START_TIMEOUT = 15.0

@@ -59,7 +59,7 @@ from benchmarks._webhook_server import (
     free_port,
     progress,
 )
-from tests.integration.pki import TLSMaterial, make_tls_material
+from tests.support.pki import TLSMaterial, make_tls_material
 
 START_TIMEOUT = 15.0
 SETTLED_AT = 20_000  # reviews after which every bounded structure is full

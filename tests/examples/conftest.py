@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tools import venv_tool
+from tests.support.tools import venv_tool
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from imagecheck.cluster._audit import WORKLOAD_KINDS
 from imagecheck.cluster._model import SECRET
 from tests.examples.manifests import EXAMPLES, Json, optional_module, yaml
 from tests.examples.test_examples import HARDENED, check_schema
-from tests.tools import skip_or_fail
+from tests.support.tools import skip_or_fail
 
 AUDIT = EXAMPLES / "audit-cronjob.yaml"
 SERVE = EXAMPLES / "audit-deployment.yaml"

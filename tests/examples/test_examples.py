@@ -45,7 +45,7 @@ from tests.examples.manifests import (
     pod_spec,
     yaml,
 )
-from tests.tools import skip_or_fail
+from tests.support.tools import skip_or_fail
 
 # The oldest Kubernetes the examples promise to work on; kubernetes-validate ships its schemas.
 K8S_VERSION = "1.30"

@@ -43,7 +43,7 @@ from tests.examples.manifests import (
 
 # One place for the Kubernetes version, the container hardening and the skip-or-fail rule.
 from tests.examples.test_examples import HARDENED, by_label, check_schema
-from tests.tools import skip_or_fail
+from tests.support.tools import skip_or_fail
 
 WEBHOOK = EXAMPLES / "webhook"
 WEBHOOK_FILES = {

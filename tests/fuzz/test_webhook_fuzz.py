@@ -40,8 +40,8 @@ from tests.fuzz.strategies import (
     repositories,
     scripts,
 )
-from tests.integration.pki import TLSMaterial, make_tls_material
 from tests.integration.test_webhook import WORKLOADS, admission_review, pod_spec, workload
+from tests.support.pki import TLSMaterial, make_tls_material
 from tests.support.registry import free_port
 
 REVIEW_DEADLINE = 1.5

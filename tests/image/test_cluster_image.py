@@ -29,9 +29,9 @@ from tests.image.test_image import (
     registry,  # noqa: F401 - a fixture, used by name
     storage,  # noqa: F401 - a fixture, used by registry
 )
-from tests.integration.pki import make_tls_material
 from tests.support.kubeapi import KubeAPI
 from tests.support.kubeapi import objects as k8s
+from tests.support.pki import make_tls_material
 
 CLUSTER_IMAGE = os.environ.get("IMAGECHECK_CLUSTER_IMAGE", "localhost/imagecheck-cluster:dev")
 # Measured 36.0 MB (36,004,864 bytes; 15.9 MB as the gzip layer a registry stores): the

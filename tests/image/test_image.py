@@ -30,7 +30,7 @@ import trustme
 from tests.image.conftest import IMAGE_SIZE_KEY
 from tests.support.images import seed_samples
 from tests.support.registry import LocalRegistry, TLSFiles, find_registry_binary
-from tests.tools import skip_or_fail, system_tool
+from tests.support.tools import skip_or_fail, system_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "scripts" / "image-build.sh"

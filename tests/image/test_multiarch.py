@@ -34,7 +34,7 @@ from tests.image.multiarch import (
 )
 from tests.support.images import push_blob, push_manifest, seed_samples
 from tests.support.registry import LocalRegistry, find_registry_binary
-from tests.tools import system_tool
+from tests.support.tools import system_tool
 
 MAX_SIZE = 30_000_000
 AARCH64 = 183  # ELF e_machine

@@ -41,12 +41,12 @@ from tests.image.test_cluster_image import KUBE_DIR, kube_api, kube_dir, standin
 from tests.image.test_cluster_image import MAX_SIZE as CLUSTER_MAX_SIZE
 from tests.image.test_webhook_image import MAX_SIZE as WEBHOOK_MAX_SIZE
 from tests.image.test_webhook_image import _review
-from tests.integration.pki import make_tls_material
 from tests.support.images import seed_samples
 from tests.support.kubeapi import KubeAPI
 from tests.support.kubeapi import objects as k8s
+from tests.support.pki import make_tls_material
 from tests.support.registry import LocalRegistry, find_registry_binary, free_port
-from tests.tools import system_tool
+from tests.support.tools import system_tool
 
 MAX_SIZE = {"webhook": WEBHOOK_MAX_SIZE, "cluster": CLUSTER_MAX_SIZE}
 # The packages whose extension modules each image must carry for aarch64 (the amd64 image's

@@ -30,11 +30,11 @@ from typing import NoReturn
 import httpx
 import pytest
 
-from tests.integration.pki import TLSMaterial, make_tls_material, make_token_signer
-from tests.integration.tokenserver import TokenServer
 from tests.support.images import SampleImages, seed_samples
 from tests.support.kubeapi import KubeAPI
+from tests.support.pki import TLSMaterial, make_tls_material, make_token_signer
 from tests.support.registry import LocalRegistry, TokenAuthSettings, find_registry_binary
+from tests.support.tokenserver import TokenServer
 
 USERNAME = "alice"
 TOKEN_SERVICE = "imagecheck-test-registry"

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import RegistryEndpoint
-from tests.tools import ROOT, system_tool
+from tests.support.tools import ROOT, system_tool
 
 EXPRESSION = re.compile(r"\$\{\{\s*([\w.-]+)\s*\}\}")
 INSTALL_TIMEOUT = 300.0

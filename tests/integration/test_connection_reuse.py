@@ -19,11 +19,11 @@ import pytest
 import imagecheck
 from imagecheck.result import Status
 from tests.integration.conftest import TOKEN_ISSUER, RegistryEndpoint
-from tests.integration.countingproxy import CountingProxy
-from tests.integration.pki import TLSMaterial, make_token_signer
-from tests.integration.tokenserver import TokenServer
+from tests.support.countingproxy import CountingProxy
 from tests.support.images import seed_many
+from tests.support.pki import TLSMaterial, make_token_signer
 from tests.support.registry import LocalRegistry, TokenAuthSettings
+from tests.support.tokenserver import TokenServer
 
 SERVICE = "imagecheck-connection-reuse"
 # More than httpx keeps alive by default (20), so a pool that closes its surplus would show.

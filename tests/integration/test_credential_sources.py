@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clirun import Run, run_cli, tls_args
 from tests.integration.conftest import RegistryEndpoint
+from tests.support.clirun import Run, run_cli, tls_args
 
 PRIVATE = "private/secret:1.0"
 AUTH_MODES = ["registry_basic", "registry_token"]

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.clirun import run_cli, tls_args
 from tests.integration.conftest import RegistryEndpoint
-from tests.integration.pki import TLSMaterial
+from tests.support.clirun import run_cli, tls_args
+from tests.support.pki import TLSMaterial
 
 TOKEN = "service-account-token-" + "s" * 20
 NAMESPACE, POD = "team", "train-7f9c"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clirun import run_cli
+from tests.support.clirun import run_cli
 
 DIGEST = "sha256:" + "ab" * 32
 USER, PASSWORD = "bob", "front-door-password"

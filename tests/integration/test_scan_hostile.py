@@ -17,9 +17,9 @@ from typing import IO
 
 import pytest
 
-from tests.integration import clirun
-from tests.integration.clirun import Run
 from tests.integration.conftest import RegistryEndpoint
+from tests.support import clirun
+from tests.support.clirun import Run
 
 MEMORY = 1024 * 1024 * 1024  # RLIMIT_AS: the interpreter and a scan need ~100 MB of it
 TIMEOUT = 60.0

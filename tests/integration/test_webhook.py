@@ -36,8 +36,8 @@ import trustme
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import RegistryEndpoint
-from tests.integration.faultproxy import FaultProxy, Hang, Respond, Trickle
-from tests.integration.pki import TLSMaterial
+from tests.support.faultproxy import FaultProxy, Hang, Respond, Trickle
+from tests.support.pki import TLSMaterial
 from tests.support.registry import TLSFiles
 
 ADMISSION_V1 = "admission.k8s.io/v1"

@@ -31,8 +31,6 @@ import httpx
 import pytest
 
 from tests.integration.conftest import RegistryEndpoint
-from tests.integration.faultproxy import FaultProxy, Hang
-from tests.integration.pki import TLSMaterial
 from tests.integration.test_webhook import (
     DEADLINE,
     SLACK,
@@ -45,6 +43,8 @@ from tests.integration.test_webhook import (
     running,
     workload,
 )
+from tests.support.faultproxy import FaultProxy, Hang
+from tests.support.pki import TLSMaterial
 
 READ_TIMEOUT = 1.5
 SLOW_CLIENTS = 300

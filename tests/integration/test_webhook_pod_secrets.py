@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.conftest import RegistryEndpoint
-from tests.integration.pki import TLSMaterial
 from tests.integration.test_from_pod import (
     NAMESPACE,
     SECRET_PATH,
@@ -25,6 +24,7 @@ from tests.integration.test_from_pod import (
 )
 from tests.integration.test_webhook import Webhook as RunningWebhook
 from tests.integration.test_webhook import admission_review, clean_env, free_port, wait_ready
+from tests.support.pki import TLSMaterial
 
 PRIVATE = "private/secret:1.0"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from imagecheck.scanning import scan_text
-from tests.tools import system_tool
+from tests.support.tools import system_tool
 from tests.unit.test_scan import assert_dockerfile
 
 NO_ARG = "BuildKit substitutes no ARG in COPY --from"

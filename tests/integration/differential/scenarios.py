@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tests.integration.conftest import RegistryEndpoint
 from tests.integration.differential.oracle import Access, Mirror, Verdict
 from tests.integration.differential.site import LONG_REPOSITORY, LONG_TAG, Site
-from tests.integration.faultproxy import (
+from tests.support.faultproxy import (
     HTML_502_PAGE,
     Respond,
     StripHeaders,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.conftest import RegistryEndpoint
-from tests.peak import launched, peak_kib
+from tests.support.peak import launched, peak_kib
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def run_cli_measured(
     timeout: float = 60,
     address_space_limit: int = 2 << 30,
 ) -> MeasuredRun:
-    """:func:`run_cli`, measuring the CLI process's own peak RSS (see ``tests/peak.py`` for
+    """:func:`run_cli`, measuring the CLI process's own peak RSS (see ``tests/support/peak.py`` for
     why a launcher measures it, not this process's ``wait4``).
 
     ``address_space_limit`` (RLIMIT_AS) only protects the machine from a run that would
