@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.net import free_port
 from tests.support.pki import TLSMaterial
 from tests.support.registry import LocalRegistry
 
@@ -42,13 +42,6 @@ class BenchmarkError(Exception):
 
 def progress(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # ``python -m imagecheck`` ends with ``os._exit`` (no teardown): cProfile would never write.

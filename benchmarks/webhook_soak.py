@@ -56,9 +56,9 @@ from benchmarks._webhook_server import (
     EXIT_UNAVAILABLE,
     EXIT_WRONG,
     BenchmarkError,
-    free_port,
     progress,
 )
+from tests.support.net import free_port
 from tests.support.pki import TLSMaterial, make_tls_material
 
 START_TIMEOUT = 15.0

@@ -17,8 +17,8 @@ from imagecheck.cli import cli
 from imagecheck.cli._serve import listen_address
 from imagecheck.cluster._audit import WORKLOAD_KINDS
 from imagecheck.cluster._model import SECRET
+from tests.examples.checks import HARDENED, check_schema
 from tests.examples.manifests import EXAMPLES, Json, optional_module, yaml
-from tests.examples.test_examples import HARDENED, check_schema
 from tests.support.tools import skip_or_fail
 
 AUDIT = EXAMPLES / "audit-cronjob.yaml"

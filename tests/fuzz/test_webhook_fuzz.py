@@ -40,9 +40,9 @@ from tests.fuzz.strategies import (
     repositories,
     scripts,
 )
-from tests.integration.test_webhook import WORKLOADS, admission_review, pod_spec, workload
+from tests.support.admission import WORKLOADS, admission_review, pod_spec, workload
+from tests.support.net import free_port
 from tests.support.pki import TLSMaterial, make_tls_material
-from tests.support.registry import free_port
 
 REVIEW_DEADLINE = 1.5
 START_TIMEOUT = 20.0

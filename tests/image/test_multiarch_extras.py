@@ -44,8 +44,9 @@ from tests.image.test_webhook_image import _review
 from tests.support.images import seed_samples
 from tests.support.kubeapi import KubeAPI
 from tests.support.kubeapi import objects as k8s
+from tests.support.net import free_port
 from tests.support.pki import make_tls_material
-from tests.support.registry import LocalRegistry, find_registry_binary, free_port
+from tests.support.registry import LocalRegistry, find_registry_binary
 from tests.support.tools import system_tool
 
 MAX_SIZE = {"webhook": WEBHOOK_MAX_SIZE, "cluster": CLUSTER_MAX_SIZE}

@@ -31,8 +31,8 @@ from tests.image.test_image import (
     registry,  # noqa: F401 - a fixture, used by name
     storage,  # noqa: F401 - a fixture, used by registry
 )
-from tests.integration.test_webhook import admission_review, workload
-from tests.support.registry import free_port
+from tests.support.admission import admission_review, workload
+from tests.support.net import free_port
 
 WEBHOOK_IMAGE = os.environ.get("IMAGECHECK_WEBHOOK_IMAGE", "localhost/imagecheck-webhook:dev")
 MAX_SIZE = 45_000_000

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import Result
 
-from tests.integration.conftest import RegistryEndpoint
+from tests.support.endpoint import RegistryEndpoint
 from tests.support.kubeapi import KubeAPI
 from tests.support.kubeapi import objects as k8s
 from tests.support.kubeapi.store import resource_of

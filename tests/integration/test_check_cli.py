@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import RegistryEndpoint
 from tests.support.clirun import Run, run_cli, tls_args
+from tests.support.endpoint import RegistryEndpoint
 
 MODES = ["registry_plain", "registry_basic", "registry_token"]
 MISSING_DIGEST = "sha256:" + "0" * 64

@@ -18,8 +18,8 @@ import pytest
 
 import imagecheck
 from imagecheck.result import Status
-from tests.integration.conftest import TOKEN_ISSUER, RegistryEndpoint
 from tests.support.countingproxy import CountingProxy
+from tests.support.endpoint import TOKEN_ISSUER, RegistryEndpoint
 from tests.support.images import seed_many
 from tests.support.pki import TLSMaterial, make_token_signer
 from tests.support.registry import LocalRegistry, TokenAuthSettings

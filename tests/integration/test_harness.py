@@ -24,7 +24,7 @@ from imagecheck.registry._mediatypes import (
     OCI_INDEX,
     OCI_MANIFEST,
 )
-from tests.integration.conftest import TOKEN_ISSUER, TOKEN_SERVICE, RegistryEndpoint
+from tests.support.endpoint import TOKEN_ISSUER, TOKEN_SERVICE, RegistryEndpoint
 from tests.support.images import push_image
 from tests.support.tokenserver import TokenServer
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import imagecheck
-from tests.integration.conftest import RegistryEndpoint
 from tests.support.clirun import run_cli, tls_args
+from tests.support.endpoint import RegistryEndpoint
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 # What the example names, and what the test registry holds in its place.

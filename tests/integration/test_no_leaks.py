@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import RegistryEndpoint
 from tests.support.clirun import Run, run_cli, tls_args
+from tests.support.endpoint import RegistryEndpoint
 from tests.support.faultproxy import FaultProxy, Respond
 from tests.support.tokenserver import TokenServer
 

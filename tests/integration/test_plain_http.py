@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import TOKEN_ISSUER, TOKEN_SERVICE, USERNAME, RegistryEndpoint
 from tests.support.clirun import run_cli, tls_args
+from tests.support.endpoint import TOKEN_ISSUER, TOKEN_SERVICE, USERNAME, RegistryEndpoint
 from tests.support.pki import TLSMaterial, make_token_signer
 from tests.support.registry import LocalRegistry, TokenAuthSettings
 from tests.support.tokenserver import TokenServer

@@ -15,7 +15,7 @@ import pytest
 from click.testing import Result
 
 from imagecheck.cluster._reap import REAPED
-from tests.integration.conftest import RegistryEndpoint
+from tests.support.endpoint import RegistryEndpoint
 from tests.support.kubeapi import KubeAPI, Write
 from tests.support.kubeapi import objects as k8s
 from tests.support.kubeapi.store import Store, resource_of

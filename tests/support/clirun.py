@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.integration.conftest import RegistryEndpoint
+from tests.support.endpoint import RegistryEndpoint
 from tests.support.peak import launched, peak_kib
 
 
@@ -43,19 +43,27 @@ def run_cli(
         input=stdin,
         capture_output=True,
         text=True,
-        env=_cli_env(home, env),
+        env=cli_env(home, env),
         timeout=timeout,
         check=False,
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
-def _cli_env(home: Path, env: dict[str, str] | None) -> dict[str, str]:
+def cli_env(home: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment :func:`run_cli` gives the CLI: the outer one without credentials or
+    registry settings, ``HOME`` at ``home``, then ``env``."""
     dropped = ("DOCKER_", "IMAGECHECK_", "REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR")
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
     full_env["HOME"] = str(home)
     full_env.update(env or {})
     return full_env
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """As :func:`cli_env`, with loopback kept off any proxy: for long-running processes
+    (``serve``, ``audit serve``) that the tests reach on 127.0.0.1."""
+    return cli_env(home, {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,7 @@ def run_cli_measured(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=_cli_env(home, env),
+            env=cli_env(home, env),
             start_new_session=True,  # the launcher and the CLI: killed together on timeout
         )
         try:

@@ -34,7 +34,7 @@ from imagecheck.result import CheckResult, Status
 from imagecheck.webhook import JsonFormatter
 from imagecheck.webhook._server import ServeSettings, Webhook
 from imagecheck.webhook._telemetry import lean_records
-from tests.support.registry import free_port
+from tests.support.net import free_port
 
 FOUND = ("registry.test/app:1", "registry.test/app:2", "registry.test/db:1")
 MISSING = "registry.test/app:missing"

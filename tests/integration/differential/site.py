@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 
 from imagecheck.registry import Platform
-from tests.integration.conftest import RegistryEndpoint
 from tests.integration.differential.oracle import Access, Mirror
+from tests.support.endpoint import RegistryEndpoint
 from tests.support.faultproxy import FaultProxy
 from tests.support.images import PushedManifest, push_image, push_index
 from tests.support.pki import TLSMaterial
