@@ -27,8 +27,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.fuzz import judge
-from tests.fuzz.conftest import examples
 from tests.fuzz.proc import IMAGECHECK, RSS_LIMIT_MIB, child_env, under_limit
+from tests.fuzz.profiles import examples
 from tests.fuzz.recipes import Content, Repeat, render
 from tests.fuzz.standin import SELF, Script, StandIn
 from tests.fuzz.strategies import (
