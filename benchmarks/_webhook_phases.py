@@ -28,7 +28,7 @@ from benchmarks._webhook_server import (
     server_samples,
 )
 from benchmarks._wrk import WrkError, WrkRun, run_wrk
-from tests.integration.pki import TLSMaterial
+from tests.support.pki import TLSMaterial
 from tests.support.registry import LocalRegistry
 
 IMAGES_PER_REVIEW = 3

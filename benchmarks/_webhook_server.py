@@ -2,7 +2,7 @@
 registry count (``webhook_load.py``, issue #14).
 
 :class:`Server`, ``python -m imagecheck serve`` as a subprocess on a free port (under cProfile
-when asked; its certificate from ``tests.integration.pki``), ``--cache-ttl 5m --missing-ttl 5m``
+when asked; its certificate from ``tests.support.pki``), ``--cache-ttl 5m --missing-ttl 5m``
 so that nothing expires during a run; :func:`server_samples`, its
 ``/metrics`` (manifest requests made, time in the review handler); :class:`ManifestWindow`,
 the manifest requests the registry logs in a window. The benchmark's error and exit codes are
@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -24,7 +23,8 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.pki import TLSMaterial
+from tests.support.net import free_port
+from tests.support.pki import TLSMaterial
 from tests.support.registry import LocalRegistry
 
 START_TIMEOUT = 15.0
@@ -42,13 +42,6 @@ class BenchmarkError(Exception):
 
 def progress(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # ``python -m imagecheck`` ends with ``os._exit`` (no teardown): cProfile would never write.

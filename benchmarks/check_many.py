@@ -8,7 +8,7 @@ A ``docker-registry`` (Distribution) is started on 127.0.0.1 in a temporary dire
 seeded with N distinct images (:func:`tests.support.images.seed_many`). ``--auth none``
 serves them over plain HTTP without auth; ``--auth token`` over TLS (a throw-away CA) with
 Bearer token auth, the tokens from the integration tests' token server
-(``tests/integration/tokenserver.py``, HTTPS on its own port), anonymous pull: one token per
+(``tests/support/tokenserver.py``, HTTPS on its own port), anonymous pull: one token per
 repository, so ``--repos N`` makes it one token per image. The checked set is those N images
 with about 10% missing tags mixed in, so the "missing" answer is measured too. Each round
 runs, one after the other, on the same set:
@@ -61,10 +61,10 @@ import httpx
 
 import imagecheck
 from imagecheck.cli import check as check_command
-from tests.integration.pki import make_tls_material, make_token_signer
-from tests.integration.tokenserver import TokenServer
 from tests.support.images import seed_many
+from tests.support.pki import make_tls_material, make_token_signer
 from tests.support.registry import LocalRegistry, TokenAuthSettings
+from tests.support.tokenserver import TokenServer
 
 if not __package__:  # run as `python benchmarks/check_many.py`: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -55,8 +55,8 @@ from benchmarks._common import (
     run_child,
 )
 from benchmarks._webhook_report import machine, verdict
-from benchmarks._webhook_server import free_port
 from benchmarks.webhook_soak import response, serve_registry, wait_listening
+from tests.support.net import free_port
 
 RSS_TARGET_MIB = 150.0
 SLOPE_TARGET = 1.25  # the last step's time per added image, over the first step's

@@ -53,8 +53,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.integration.pki import make_tls_material
 from tests.support.images import seed_many
+from tests.support.pki import make_tls_material
 from tests.support.registry import LocalRegistry, find_registry_binary
 
 if not __package__:  # run as `python benchmarks/webhook_load.py`: make `benchmarks` importable

@@ -56,10 +56,10 @@ from benchmarks._webhook_server import (
     EXIT_UNAVAILABLE,
     EXIT_WRONG,
     BenchmarkError,
-    free_port,
     progress,
 )
-from tests.integration.pki import TLSMaterial, make_tls_material
+from tests.support.net import free_port
+from tests.support.pki import TLSMaterial, make_tls_material
 
 START_TIMEOUT = 15.0
 SETTLED_AT = 20_000  # reviews after which every bounded structure is full

@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from imagecheck.cli import scan as scan_command
-from tests.tools import system_tool
+from tests.support.tools import system_tool
 
 REPO = Path(__file__).resolve().parents[2]
 GITHUB = REPO / "examples" / "github-actions.yml"

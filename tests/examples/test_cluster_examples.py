@@ -16,9 +16,9 @@ import pytest
 from imagecheck.cli import cli, listen_address
 from imagecheck.cluster._audit import WORKLOAD_KINDS
 from imagecheck.cluster._model import SECRET
+from tests.examples.checks import HARDENED, check_schema
 from tests.examples.manifests import EXAMPLES, Json, optional_module, yaml
-from tests.examples.test_examples import HARDENED, check_schema
-from tests.tools import skip_or_fail
+from tests.support.tools import skip_or_fail
 
 AUDIT = EXAMPLES / "audit-cronjob.yaml"
 SERVE = EXAMPLES / "audit-deployment.yaml"

@@ -25,13 +25,19 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import click
 import pytest
 
-from imagecheck.cli import check as check_command
 from imagecheck.errors import InvalidReferenceError
 from imagecheck.reference import parse_reference
 from imagecheck.registry import parse_platform
+from tests.examples.checks import (
+    HARDENED,
+    by_label,
+    check_job,
+    check_schema,
+    cli_params,
+    dig,
+)
 from tests.examples.manifests import (
     EXAMPLES,
     Document,
@@ -41,25 +47,14 @@ from tests.examples.manifests import (
     containers,
     is_kz,
     job_spec,
-    optional_module,
     pod_spec,
     yaml,
 )
-from tests.tools import skip_or_fail
+from tests.support.tools import skip_or_fail
 
-# The oldest Kubernetes the examples promise to work on; kubernetes-validate ships its schemas.
-K8S_VERSION = "1.30"
 IMAGECHECK = "imagecheck"  # the initContainer's name, and --self's default
 IMAGECHECK_REPOSITORY = "ghcr.io/imagecheck/imagecheck"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-HARDENED = {
-    "runAsNonRoot": True,
-    "runAsUser": 65532,
-    "readOnlyRootFilesystem": True,
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
 KUSTOMIZE_API = {
     "Kustomization": "kustomize.config.k8s.io/v1beta1",
     "Component": "kustomize.config.k8s.io/v1alpha1",
@@ -71,7 +66,6 @@ KUSTOMIZE_KEYS = {
 }  # fmt: skip
 REPLACED_ARG = re.compile(r"spec\.template\.spec\.initContainers\.\[name=imagecheck\]\.args\.(\d+)")
 
-kubernetes_validate = optional_module("kubernetes_validate")
 FILES, DOCUMENTS = collect()
 # Checked by their own tests: the webhook's manifests (cert-manager objects, no initContainer)
 # in test_webhook_examples.py, the CI pipelines (not Kubernetes objects) in test_ci_files.py, and
@@ -103,40 +97,7 @@ CHECKED = [
 ]
 
 
-def by_label(documents: list[Document]) -> list[Any]:
-    return [pytest.param(d, id=d.label) for d in documents]
-
-
-@pytest.fixture(scope="module")
-def validator() -> ModuleType:
-    if kubernetes_validate is None:
-        skip_or_fail(
-            "kubernetes-validate is not installed: .venv/bin/pip install kubernetes-validate"
-        )
-    return kubernetes_validate
-
-
 # --- Checks, shared by the tests on the files and on kustomize's output -----------------------
-
-
-def check_schema(kv: ModuleType, body: Json) -> None:
-    what = f"{body.get('kind')}/{(body.get('metadata') or {}).get('name')}"
-    try:
-        version = kv.validate(body, K8S_VERSION, strict=True)
-    except kv.ValidationError as exc:
-        where = ".".join(str(p) for p in exc.path) or "(top level)"
-        pytest.fail(f"{what}: {where}: {exc.message}", pytrace=False)
-    except kv.SchemaNotFoundError as exc:  # an unknown kind or apiVersion
-        pytest.fail(f"{what}: {exc.message}", pytrace=False)
-    # Schemas of this very version, not of an older one kubernetes-validate fell back to.
-    assert version == K8S_VERSION
-
-
-def check_job(spec: Json) -> None:
-    # One pod, one try: a missing image fails the Job instead of being retried, and the kubelet
-    # does not restart the failed initContainer in place.
-    assert spec.get("backoffLimit") == 0
-    assert (_dig(spec, "template", "spec") or {}).get("restartPolicy") == "Never"
 
 
 def check_images_parse(pod: Json) -> None:
@@ -163,18 +124,6 @@ def check_imagecheck(pod: Json, siblings: list[Json], *, partial: bool = False) 
         others = [c["image"] for _, c in containers(pod) if c.get("name") != IMAGECHECK]
         # The whole point: the very strings the kubelet will pull, no more, no fewer.
         assert sorted(set(params["images"])) == sorted(set(others))
-
-
-def cli_params(args: list[str], command: click.Command = check_command) -> dict[str, Any]:
-    """What the real ``imagecheck check`` (or ``command``) makes of the args (ENTRYPOINT is
-    ``imagecheck``)."""
-    name = command.name or ""
-    assert args[:1] == [name], "args start with the subcommand"
-    try:
-        with command.make_context(name, list(args[1:])) as ctx:
-            return dict(ctx.params)
-    except click.ClickException as exc:
-        pytest.fail(f"imagecheck rejects {args}: {exc.format_message()}", pytrace=False)
 
 
 def _check_hardened(container: Json) -> None:
@@ -216,7 +165,7 @@ def _check_from_pod(
     assert params["self_container"] == container["name"]
     env = {e.get("name"): e for e in container.get("env") or []}
     for name, field in (("POD_NAME", "metadata.name"), ("POD_NAMESPACE", "metadata.namespace")):
-        assert _dig(env.get(name) or {}, "valueFrom", "fieldRef") == {"fieldPath": field}, name
+        assert dig(env.get(name) or {}, "valueFrom", "fieldRef") == {"fieldPath": field}, name
     account = pod.get("serviceAccountName")
     assert account, "--from-pod needs a ServiceAccount of its own"
     rules = _rules_bound_to(account, siblings)
@@ -283,7 +232,7 @@ def _check_token_in_imagecheck_only(pod: Json, account: str, siblings: list[Json
     volume = next(v for v in pod.get("volumes") or [] if v.get("name") == holders[0][1])
     sources = (volume.get("projected") or {}).get("sources") or []
     assert any("serviceAccountToken" in s for s in sources), "a projected service-account token"
-    assert any(_dig(s, "configMap", "name") == "kube-root-ca.crt" for s in sources), "the CA"
+    assert any(dig(s, "configMap", "name") == "kube-root-ca.crt" for s in sources), "the CA"
 
 
 def _is(body: Json, kind: str, name: str) -> bool:
@@ -293,12 +242,6 @@ def _is(body: Json, kind: str, name: str) -> bool:
 def _namespace(body: Json) -> str | None:
     namespace = (body.get("metadata") or {}).get("namespace")
     return None if namespace is None else str(namespace)
-
-
-def _dig(node: Any, *keys: str) -> Any:
-    for key in keys:
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
 
 
 # --- Tests --------------------------------------------------------------------------------------

@@ -21,17 +21,8 @@ import pytest
 
 from imagecheck.cli._reap import reap
 from imagecheck.reference import parse_reference
+from tests.examples.checks import HARDENED, by_label, check_job, check_schema, cli_params
 from tests.examples.manifests import EXAMPLES, Json, collect, containers, job_spec, pod_spec
-from tests.examples.test_examples import (
-    HARDENED,
-    by_label,
-    check_job,
-    check_schema,
-    cli_params,
-    validator,
-)
-
-__all__ = ["validator"]  # the fixture, shared
 
 FILES = {"reap-cronjob.yaml": "CronJob", "reap-deployment.yaml": "Deployment"}
 RULES = {("", "pods"): {"list"}, ("batch", "jobs"): {"get", "patch"}, ("", "events"): {"create"}}

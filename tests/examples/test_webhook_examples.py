@@ -29,6 +29,9 @@ import pytest
 
 from imagecheck.cli import cli
 from imagecheck.reference import parse_reference
+
+# One place for the Kubernetes version, the container hardening and the skip-or-fail rule.
+from tests.examples.checks import HARDENED, by_label, check_schema
 from tests.examples.manifests import (
     EXAMPLES,
     Document,
@@ -40,10 +43,7 @@ from tests.examples.manifests import (
     pod_spec,
     yaml,
 )
-
-# One place for the Kubernetes version, the container hardening and the skip-or-fail rule.
-from tests.examples.test_examples import HARDENED, by_label, check_schema
-from tests.tools import skip_or_fail
+from tests.support.tools import skip_or_fail
 
 WEBHOOK = EXAMPLES / "webhook"
 WEBHOOK_FILES = {
@@ -64,7 +64,6 @@ WORKLOAD_RESOURCES = {
     "apps": {"deployments", "statefulsets", "daemonsets", "replicasets"},
 }
 
-kubernetes_validate = optional_module("kubernetes_validate")
 jsonschema = optional_module("jsonschema")
 _FILES, _DOCUMENTS = collect()
 FILES = [f for f in _FILES if WEBHOOK in f.path.parents]
@@ -72,15 +71,6 @@ DOCUMENTS = [d for d in _DOCUMENTS if WEBHOOK in d.path.parents]
 API_OBJECTS = [d for d in DOCUMENTS if d.role is not Role.KUSTOMIZATION]
 CORE_OBJECTS = [d for d in API_OBJECTS if d.body.get("apiVersion") != CERT_MANAGER]
 CERT_MANAGER_OBJECTS = [d for d in API_OBJECTS if d.body.get("apiVersion") == CERT_MANAGER]
-
-
-@pytest.fixture(scope="module")
-def validator() -> ModuleType:
-    if kubernetes_validate is None:
-        skip_or_fail(
-            "kubernetes-validate is not installed: .venv/bin/pip install kubernetes-validate"
-        )
-    return kubernetes_validate
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.tools import ROOT, system_tool, venv_tool
+from tests.support.tools import ROOT, system_tool, venv_tool
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 LINTED = [*WORKFLOWS, ROOT / "examples" / "github-actions.yml"]

@@ -5,7 +5,7 @@ limit, a wall-clock limit, the network guard, and its peak memory measured.
   launcher (``preexec_fn`` is not safe with the stand-in's threads running in this process).
   It is the safety net that keeps a gzip bomb from taking the machine down; the property
   itself is on the command's own peak resident set (:data:`RSS_LIMIT_MIB`), which the
-  launcher measures (``tests/peak.py``: this process's ``wait4`` would report at least this
+  launcher measures (``tests/support/peak.py``: this process's ``wait4`` would report at least this
   test process's own peak). A normal ``check`` peaks near 35 MiB.
 * **Time**: the process is killed (its whole session: credential helpers too) at
   ``kill_after`` seconds; the property compares the elapsed time with its own bound.
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from tests.fuzz import netguard
-from tests.peak import launched, peak_kib
+from tests.support.peak import launched, peak_kib
 
 FUZZ_DIR = Path(__file__).resolve().parent
 SITE_DIR = FUZZ_DIR / "site"

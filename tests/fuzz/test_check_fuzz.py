@@ -30,8 +30,8 @@ from imagecheck.reference import parse_reference
 from imagecheck.registry import ClientOptions, ImageChecker, parse_platform
 from imagecheck.result import CheckResult, Status
 from tests.fuzz import judge
-from tests.fuzz.conftest import examples
 from tests.fuzz.proc import IMAGECHECK, child_env, run_bounded
+from tests.fuzz.profiles import examples
 from tests.fuzz.standin import (
     Action,
     Endless,

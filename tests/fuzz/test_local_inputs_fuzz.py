@@ -24,8 +24,8 @@ from imagecheck.authn import default_keychain
 from imagecheck.errors import UsageError
 from imagecheck.reference import parse_reference
 from tests.fuzz import judge
-from tests.fuzz.conftest import examples
 from tests.fuzz.proc import IMAGECHECK, child_env, run_bounded
+from tests.fuzz.profiles import examples
 from tests.fuzz.recipes import Content, Repeat, render
 from tests.fuzz.standin import SELF, Script, StandIn
 from tests.fuzz.strategies import BEARER_PING, CANARY, b64, json_values

@@ -24,8 +24,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.fuzz import judge
-from tests.fuzz.conftest import examples
 from tests.fuzz.proc import IMAGECHECK, child_env, run_bounded
+from tests.fuzz.profiles import examples
 from tests.fuzz.recipes import Content, Nest, Numbered, Repeat, render
 from tests.fuzz.standin import SELF, Script, StandIn
 from tests.fuzz.strategies import NASTY_TEXT

@@ -27,8 +27,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.fuzz import judge
-from tests.fuzz.conftest import examples
 from tests.fuzz.proc import IMAGECHECK, RSS_LIMIT_MIB, child_env, under_limit
+from tests.fuzz.profiles import examples
 from tests.fuzz.recipes import Content, Repeat, render
 from tests.fuzz.standin import SELF, Script, StandIn
 from tests.fuzz.strategies import (
@@ -40,9 +40,9 @@ from tests.fuzz.strategies import (
     repositories,
     scripts,
 )
-from tests.integration.pki import TLSMaterial, make_tls_material
-from tests.integration.test_webhook import WORKLOADS, admission_review, pod_spec, workload
-from tests.support.registry import free_port
+from tests.support.admission import WORKLOADS, admission_review, pod_spec, workload
+from tests.support.net import free_port
+from tests.support.pki import TLSMaterial, make_tls_material
 
 REVIEW_DEADLINE = 1.5
 START_TIMEOUT = 20.0

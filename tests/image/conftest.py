@@ -1,46 +1,26 @@
-"""Reports each image's size at the end of the run, whether or not its size test failed."""
+"""The image tests' shared fixtures (the registry the images pull from, the Kubernetes API
+stand-in the cluster image talks to), and each image's size reported at the end of the run,
+whether or not its size test failed."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
 import pytest
 
-IMAGE_SIZE_KEY = "image_size_bytes"
-# record_property key -> the heading its size is printed under: one per image the tests build.
-SIZE_KEYS = {
-    IMAGE_SIZE_KEY: "imagecheck image",
-    "webhook_image_size_bytes": "imagecheck webhook image",
-    "cluster_image_size_bytes": "imagecheck cluster image",
-    "multiarch_amd64_size_bytes": "imagecheck multi-arch image, linux/amd64",
-    "multiarch_arm64_size_bytes": "imagecheck multi-arch image, linux/arm64",
-    **{
-        f"multiarch_{extra}_{arch}_size_bytes": f"imagecheck-{extra} multi-arch image, linux/{arch}"
-        for extra in ("webhook", "cluster")
-        for arch in ("amd64", "arm64")
-    },
-}
-# The multi-arch layout's platforms: (uncompressed key, compressed key); the compressed size
-# (the gzip layer a node downloads) is printed under the same heading.
-MULTIARCH_SIZE_KEYS = {
-    "linux/amd64": ("multiarch_amd64_size_bytes", "multiarch_amd64_gzip_bytes"),
-    "linux/arm64": ("multiarch_arm64_size_bytes", "multiarch_arm64_gzip_bytes"),
-}
+from tests.image.images import KUBE_DIR, Registry
+from tests.image.sizes import GZIP_KEYS, SIZE_KEYS
+from tests.support.images import seed_samples
+from tests.support.kubeapi import KubeAPI
+from tests.support.pki import make_tls_material
+from tests.support.registry import LocalRegistry, find_registry_binary
+from tests.support.tools import system_tool
+
 # The same for the webhook and cluster images' layouts (scripts/image-build-multiarch.sh
 # --webhook, --cluster).
-MULTIARCH_EXTRA_SIZE_KEYS = {
-    extra: {
-        f"linux/{arch}": (
-            f"multiarch_{extra}_{arch}_size_bytes",
-            f"multiarch_{extra}_{arch}_gzip_bytes",
-        )
-        for arch in ("amd64", "arm64")
-    }
-    for extra in ("webhook", "cluster")
-}
-GZIP_KEYS = {
-    gz: raw
-    for keys in (MULTIARCH_SIZE_KEYS, *MULTIARCH_EXTRA_SIZE_KEYS.values())
-    for raw, gz in keys.values()
-}
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -58,3 +38,52 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         if key in compressed:
             gz = compressed[key]
             terminalreporter.write_line(f"compressed size: {gz} bytes ({gz / 1e6:.1f} MB)")
+
+
+@pytest.fixture(scope="session")
+def storage(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One registry storage, seeded with the samples through a no-auth registry."""
+    if find_registry_binary() is None:
+        system_tool("docker-registry")
+    work = tmp_path_factory.mktemp("image-registry")
+    with LocalRegistry(work / "seed", storage=work / "storage") as seeder, httpx.Client() as c:
+        seed_samples(c, seeder.url)
+    return work / "storage"
+
+
+@pytest.fixture(scope="session")
+def registry(storage: Path) -> Iterator[Registry]:
+    with LocalRegistry(storage.parent / "plain", storage=storage) as running:
+        yield Registry(running.host)
+
+
+@pytest.fixture(scope="session")
+def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeAPI, Path]]:
+    """The stand-in, and a directory holding a kubeconfig for the container: the same one,
+    naming the CA where the container sees it (:data:`KUBE_DIR`)."""
+    directory = tmp_path_factory.mktemp("kubeapi")
+    tls = make_tls_material(directory / "pki")
+    api = KubeAPI.start(tls.server_context(), tls.ca_file, directory)
+    mounted = directory / "mounted"
+    mounted.mkdir()
+    config = json.loads(api.kubeconfig.read_text())  # written as JSON (JSON is YAML)
+    config["clusters"][0]["cluster"]["certificate-authority"] = f"{KUBE_DIR}/ca.pem"
+    (mounted / "config").write_text(json.dumps(config))
+    (mounted / "ca.pem").write_bytes(tls.ca_file.read_bytes())
+    for path in (mounted, *mounted.iterdir()):  # read by 65532 in the container
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    yield api, mounted
+    api.stop()
+
+
+@pytest.fixture
+def kube_api(standin: tuple[KubeAPI, Path]) -> KubeAPI:
+    """The stand-in, emptied for this test (as tests/integration's ``kube_api``)."""
+    standin[0].reset()
+    return standin[0]
+
+
+@pytest.fixture
+def kube_dir(standin: tuple[KubeAPI, Path]) -> Path:
+    """What the container mounts at :data:`KUBE_DIR`: its kubeconfig and the CA."""
+    return standin[1]

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.contained import contained_command
 from tests.support.images import SampleImages
-from tests.tools import skip_or_fail
+from tests.support.tools import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "scripts" / "image-build-multiarch.sh"

@@ -19,30 +19,13 @@ from typing import Any
 
 import pytest
 
-from tests.image.test_image import (
-    BUILDAH_ENV,
-    NONROOT,
-    RUN,
-    Image,
-    Registry,
-    built_image,
-    registry,  # noqa: F401 - a fixture, used by name
-    storage,  # noqa: F401 - a fixture, used by registry
-)
-from tests.integration.pki import make_tls_material
+from tests.image.images import BUILDAH_ENV, KUBE_DIR, NONROOT, RUN, Image, Registry, built_image
+from tests.image.sizes import CLUSTER_MAX_SIZE as MAX_SIZE
 from tests.support.kubeapi import KubeAPI
 from tests.support.kubeapi import objects as k8s
 
 CLUSTER_IMAGE = os.environ.get("IMAGECHECK_CLUSTER_IMAGE", "localhost/imagecheck-cluster:dev")
-# Measured 36.0 MB (36,004,864 bytes; 15.9 MB as the gzip layer a registry stores): the
-# default image (25.1 MB) plus 10.4 MB of files: lightkube 2.1, httpx2 and msgspec 2.2,
-# aiohttp and prometheus-client 3.8, libstdc++ and libgcc_s 2.3 (frozenlist loads them;
-# docker/README.md has the table). A tenth of headroom, as for the other two images: a new
-# dependency has to be noticed.
-MAX_SIZE = 40_000_000
 CLUSTER_IMAGE_SIZE_KEY = "cluster_image_size_bytes"
-# Where the container finds the stand-in's kubeconfig and CA (mounted read-only).
-KUBE_DIR = "/kube"
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -50,38 +33,6 @@ pytestmark = pytest.mark.timeout(900)
 @pytest.fixture(scope="session")
 def cluster_image() -> Iterator[Image]:
     yield from built_image(CLUSTER_IMAGE, "--cluster")
-
-
-@pytest.fixture(scope="session")
-def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KubeAPI, Path]]:
-    """The stand-in, and a directory holding a kubeconfig for the container: the same one,
-    naming the CA where the container sees it (:data:`KUBE_DIR`)."""
-    directory = tmp_path_factory.mktemp("kubeapi")
-    tls = make_tls_material(directory / "pki")
-    api = KubeAPI.start(tls.server_context(), tls.ca_file, directory)
-    mounted = directory / "mounted"
-    mounted.mkdir()
-    config = json.loads(api.kubeconfig.read_text())  # written as JSON (JSON is YAML)
-    config["clusters"][0]["cluster"]["certificate-authority"] = f"{KUBE_DIR}/ca.pem"
-    (mounted / "config").write_text(json.dumps(config))
-    (mounted / "ca.pem").write_bytes(tls.ca_file.read_bytes())
-    for path in (mounted, *mounted.iterdir()):  # read by 65532 in the container
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    yield api, mounted
-    api.stop()
-
-
-@pytest.fixture
-def kube_api(standin: tuple[KubeAPI, Path]) -> KubeAPI:
-    """The stand-in, emptied for this test (as tests/integration's ``kube_api``)."""
-    standin[0].reset()
-    return standin[0]
-
-
-@pytest.fixture
-def kube_dir(standin: tuple[KubeAPI, Path]) -> Path:
-    """What the container mounts at :data:`KUBE_DIR`: its kubeconfig and the CA."""
-    return standin[1]
 
 
 def run_cluster(kube_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -150,7 +101,7 @@ def test_audit_reports_found_and_missing(
     cluster_image: Image,
     kube_api: KubeAPI,
     kube_dir: Path,
-    registry: Registry,  # noqa: F811 - the imported fixture
+    registry: Registry,
 ) -> None:
     found, missing = registry.ref("sample/app:1.0.0"), registry.ref("sample/app:9.9.9")
     kube_api.add(k8s.deployment("web", "shop", found), k8s.cronjob("nightly", "ci", missing))
@@ -172,7 +123,7 @@ def test_reap_once_fails_the_job_whose_image_is_missing(
     cluster_image: Image,
     kube_api: KubeAPI,
     kube_dir: Path,
-    registry: Registry,  # noqa: F811 - the imported fixture
+    registry: Registry,
 ) -> None:
     missing = registry.ref("sample/app:9.9.9")
     job = k8s.job("train", "ci", missing)

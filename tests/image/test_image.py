@@ -15,105 +15,36 @@ import os
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import trustme
 
-from tests.image.conftest import IMAGE_SIZE_KEY
-from tests.support.images import seed_samples
-from tests.support.registry import LocalRegistry, TLSFiles, find_registry_binary
-from tests.tools import skip_or_fail, system_tool
+from tests.image.images import (
+    BUILDAH_ENV,
+    NONROOT,
+    RUN,
+    Image,
+    Registry,
+    built_image,
+    find_entrypoint,
+)
+from tests.image.sizes import IMAGE_SIZE_KEY
+from tests.support.registry import LocalRegistry, TLSFiles
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "scripts" / "image-build.sh"
-RUN = ROOT / "scripts" / "image-run.sh"
 IMAGE = os.environ.get("IMAGECHECK_IMAGE", "localhost/imagecheck:dev")
 MAX_SIZE = 30_000_000
-NONROOT = "65532:65532"
-BUILDAH_ENV = {"STORAGE_DRIVER": "vfs", "BUILDAH_ISOLATION": "chroot"}
 
 pytestmark = pytest.mark.timeout(900)
-
-
-def _buildah(*args: str) -> str:
-    env = os.environ | BUILDAH_ENV
-    return subprocess.run(
-        ["buildah", *args], env=env, check=True, capture_output=True, text=True
-    ).stdout
-
-
-@dataclass(frozen=True)
-class Image:
-    name: str
-    config: dict[str, Any]
-    rootfs: Path
-    size: int
 
 
 @pytest.fixture(scope="session")
 def image() -> Iterator[Image]:
     yield from built_image(IMAGE)
-
-
-def built_image(name: str, *flags: str) -> Iterator[Image]:
-    """Build ``name`` with scripts/image-build.sh ``flags`` (or reuse buildah's cache) and
-    yield it mounted; the image fixtures of the other test modules use it too."""
-    if os.geteuid() != 0:
-        skip_or_fail("building and running the image here needs root (mount, chroot)")
-    env = os.environ | {"IMAGECHECK_IMAGE": name}
-    built = subprocess.run([BUILD, *flags], env=env, capture_output=True, text=True, check=False)
-    if built.returncode != 0:
-        script = " ".join(["scripts/image-build.sh", *flags])
-        pytest.fail(f"{script} failed:\n{built.stdout}{built.stderr[-4000:]}")
-    inspected = json.loads(_buildah("inspect", "--type", "image", name))
-    container = _buildah("from", "--pull=never", "--quiet", name).strip()
-    try:
-        rootfs = Path(_buildah("mount", container).strip())
-        yield Image(name, inspected["OCIv1"]["config"], rootfs, _uncompressed_size(name))
-    finally:
-        _buildah("rm", container)
-
-
-def _uncompressed_size(name: str) -> int:
-    """The sum of the layers as uncompressed tar files (what ``docker images`` shows)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        _buildah("push", "--quiet", "--disable-compression", name, f"dir:{tmp}")
-        manifest = json.loads((Path(tmp) / "manifest.json").read_text())
-    return sum(int(layer["size"]) for layer in manifest["layers"])
-
-
-@dataclass(frozen=True)
-class Registry:
-    host: str
-    ca_file: Path | None = None
-
-    def ref(self, name: str) -> str:
-        return f"{self.host}/{name}"
-
-
-@pytest.fixture(scope="session")
-def storage(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One registry storage, seeded with the samples through a no-auth registry."""
-    if find_registry_binary() is None:
-        system_tool("docker-registry")
-    work = tmp_path_factory.mktemp("image-registry")
-    with LocalRegistry(work / "seed", storage=work / "storage") as seeder, httpx.Client() as c:
-        seed_samples(c, seeder.url)
-    return work / "storage"
-
-
-@pytest.fixture(scope="session")
-def registry(storage: Path) -> Iterator[Registry]:
-    with LocalRegistry(storage.parent / "plain", storage=storage) as running:
-        yield Registry(running.host)
 
 
 @pytest.fixture(scope="session")
@@ -343,7 +274,7 @@ def test_sigterm_exits_143(image: Image) -> None:
         )
         try:
             assert accepted.wait(30), "imagecheck never connected"
-            target = _find_entrypoint(proc.pid)
+            target = find_entrypoint(proc.pid)
             started = time.monotonic()
             os.kill(target, signal.SIGTERM)
             _, stderr = proc.communicate(timeout=30)
@@ -353,19 +284,3 @@ def test_sigterm_exits_143(image: Image) -> None:
                 conn.close()
     assert proc.returncode == 143, stderr
     assert time.monotonic() - started < 10
-
-
-def _find_entrypoint(root_pid: int) -> int:
-    """The host PID of the container's PID 1: the descendant running ``-m imagecheck``."""
-    pending = [root_pid]
-    while pending:
-        pid = pending.pop()
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except FileNotFoundError:
-            continue
-        if cmdline[:3] == [b"/usr/bin/python3", b"-m", b"imagecheck"]:
-            return pid
-        pending += [int(child) for child in children]
-    raise AssertionError("no imagecheck process under the runner")

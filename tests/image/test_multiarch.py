@@ -22,7 +22,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.image.conftest import MULTIARCH_SIZE_KEYS
 from tests.image.multiarch import (
     INDEX,
     PLATFORMS,
@@ -32,9 +31,10 @@ from tests.image.multiarch import (
     assert_runs_contained,
     build_layout,
 )
+from tests.image.sizes import MULTIARCH_SIZE_KEYS
 from tests.support.images import push_blob, push_manifest, seed_samples
 from tests.support.registry import LocalRegistry, find_registry_binary
-from tests.tools import system_tool
+from tests.support.tools import system_tool
 
 MAX_SIZE = 30_000_000
 AARCH64 = 183  # ELF e_machine

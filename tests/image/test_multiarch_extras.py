@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.image.conftest import MULTIARCH_EXTRA_SIZE_KEYS
+from tests.image.images import KUBE_DIR, review
 from tests.image.multiarch import (
     PLATFORMS,
     Build,
@@ -37,16 +37,14 @@ from tests.image.multiarch import (
     assert_runs_contained,
     build_layout,
 )
-from tests.image.test_cluster_image import KUBE_DIR, kube_api, kube_dir, standin  # noqa: F401
-from tests.image.test_cluster_image import MAX_SIZE as CLUSTER_MAX_SIZE
-from tests.image.test_webhook_image import MAX_SIZE as WEBHOOK_MAX_SIZE
-from tests.image.test_webhook_image import _review
-from tests.integration.pki import make_tls_material
+from tests.image.sizes import CLUSTER_MAX_SIZE, MULTIARCH_EXTRA_SIZE_KEYS, WEBHOOK_MAX_SIZE
 from tests.support.images import seed_samples
 from tests.support.kubeapi import KubeAPI
 from tests.support.kubeapi import objects as k8s
-from tests.support.registry import LocalRegistry, find_registry_binary, free_port
-from tests.tools import system_tool
+from tests.support.net import free_port
+from tests.support.pki import make_tls_material
+from tests.support.registry import LocalRegistry, find_registry_binary
+from tests.support.tools import system_tool
 
 MAX_SIZE = {"webhook": WEBHOOK_MAX_SIZE, "cluster": CLUSTER_MAX_SIZE}
 # The packages whose extension modules each image must carry for aarch64 (the amd64 image's
@@ -166,8 +164,8 @@ def test_arm64_serve_reviews_over_tls(
     try:
         _wait_ready(proc, client)
         assert client.get("/healthz").status_code == 200
-        assert _review(client, samples.ref("sample/app:1.0.0"))["allowed"] is True
-        assert _review(client, samples.ref("sample/app:9.9.9"))["allowed"] is False
+        assert review(client, samples.ref("sample/app:1.0.0"))["allowed"] is True
+        assert review(client, samples.ref("sample/app:9.9.9"))["allowed"] is False
         os.kill(_pid_1(proc.pid), signal.SIGTERM)  # as a runtime stops a container
         _, stderr = proc.communicate(timeout=STOP_TIMEOUT)
     finally:
@@ -197,8 +195,8 @@ def test_arm64_cluster_help(cluster_build: Build, command: str) -> None:
 
 def test_arm64_audit_reads_the_api_over_https(
     cluster_build: Build,
-    kube_api: KubeAPI,  # noqa: F811 - the imported fixture
-    kube_dir: Path,  # noqa: F811 - the imported fixture
+    kube_api: KubeAPI,
+    kube_dir: Path,
     samples: Registry,
 ) -> None:
     found, missing = samples.ref("sample/app:1.0.0"), samples.ref("sample/app:9.9.9")

@@ -20,22 +20,20 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.image.test_image import (
+from tests.image.images import (
     BUILDAH_ENV,
     NONROOT,
     RUN,
     Image,
     Registry,
-    _find_entrypoint,
     built_image,
-    registry,  # noqa: F401 - a fixture, used by name
-    storage,  # noqa: F401 - a fixture, used by registry
+    find_entrypoint,
+    review,
 )
-from tests.integration.test_webhook import admission_review, workload
-from tests.support.registry import free_port
+from tests.image.sizes import WEBHOOK_MAX_SIZE as MAX_SIZE
+from tests.support.net import free_port
 
 WEBHOOK_IMAGE = os.environ.get("IMAGECHECK_WEBHOOK_IMAGE", "localhost/imagecheck-webhook:dev")
-MAX_SIZE = 45_000_000
 WEBHOOK_IMAGE_SIZE_KEY = "webhook_image_size_bytes"
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 15.0
@@ -95,22 +93,6 @@ def test_extension_libraries_are_in(webhook_image: Image, library: str) -> None:
 # -- serve against a real registry ------------------------------------------------------
 
 
-def job(*images: str) -> dict[str, Any]:
-    containers = [{"name": f"c{i}", "image": image} for i, image in enumerate(images)]
-    return workload("Job", {"containers": containers, "restartPolicy": "Never"})
-
-
-def _review(client: httpx.Client, image: str) -> dict[str, Any]:
-    body = admission_review(job(image))
-    answer = client.post("/validate", json=body)
-    assert answer.status_code == 200, answer.text
-    data = answer.json()
-    assert data["kind"] == "AdmissionReview"
-    response: dict[str, Any] = data["response"]
-    assert response["uid"] == body["request"]["uid"]
-    return response
-
-
 def _wait_ready(proc: subprocess.Popen[str], client: httpx.Client) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -128,7 +110,7 @@ def _wait_ready(proc: subprocess.Popen[str], client: httpx.Client) -> None:
 
 def test_serve_reviews_a_job_then_stops_on_sigterm(
     webhook_image: Image,
-    registry: Registry,  # noqa: F811 - the imported fixture
+    registry: Registry,
 ) -> None:
     port = free_port()
     proc = subprocess.Popen(
@@ -143,11 +125,11 @@ def test_serve_reviews_a_job_then_stops_on_sigterm(
         _wait_ready(proc, client)
         assert client.get("/healthz").status_code == 200
 
-        found = _review(client, registry.ref("sample/app:1.0.0"))
+        found = review(client, registry.ref("sample/app:1.0.0"))
         assert found["allowed"] is True, found
 
         missing_ref = registry.ref("sample/app:9.9.9")
-        missing = _review(client, missing_ref)
+        missing = review(client, missing_ref)
         assert missing["allowed"] is False, missing
         assert missing["status"]["code"] == 403
         assert missing_ref in missing["status"]["message"]
@@ -156,7 +138,7 @@ def test_serve_reviews_a_job_then_stops_on_sigterm(
         assert metrics.status_code == 200
         assert "imagecheck_reviews_total" in metrics.text
 
-        target = _find_entrypoint(proc.pid)
+        target = find_entrypoint(proc.pid)
         os.kill(target, signal.SIGTERM)
         _, stderr = proc.communicate(timeout=STOP_TIMEOUT)
     finally:

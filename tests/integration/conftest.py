@@ -17,74 +17,30 @@ where they fail, so that CI cannot go green by running nothing.
 
 from __future__ import annotations
 
-import os
 import secrets
 import shutil
-import ssl
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
 
 import httpx
 import pytest
 
-from tests.integration.pki import TLSMaterial, make_tls_material, make_token_signer
-from tests.integration.tokenserver import TokenServer
-from tests.support.images import SampleImages, seed_samples
+from tests.support.endpoint import TOKEN_ISSUER, TOKEN_SERVICE, USERNAME, RegistryEndpoint
+from tests.support.images import seed_samples
 from tests.support.kubeapi import KubeAPI
+from tests.support.pki import TLSMaterial, make_tls_material, make_token_signer
 from tests.support.registry import LocalRegistry, TokenAuthSettings, find_registry_binary
-
-USERNAME = "alice"
-TOKEN_SERVICE = "imagecheck-test-registry"
-TOKEN_ISSUER = "imagecheck-test-issuer"
+from tests.support.tokenserver import TokenServer
+from tests.support.tools import skip_or_fail
 
 _HERE = Path(__file__).parent
-
-
-@dataclass(frozen=True)
-class RegistryEndpoint:
-    """A running registry as tests see it: where it is, what it holds, how to get in."""
-
-    host: str
-    url: str
-    images: SampleImages
-    registry: LocalRegistry
-    ca_file: Path | None = None
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
-    token_server: TokenServer | None = None
-
-    def ref(self, name: str) -> str:
-        """``ref("sample/app:1.0.0")`` -> ``127.0.0.1:PORT/sample/app:1.0.0``."""
-        return f"{self.host}/{name}"
-
-    @property
-    def verify(self) -> ssl.SSLContext | bool:
-        """What to pass as ``httpx.Client(verify=...)``: a context trusting ``ca_file``."""
-        if self.ca_file is None:
-            return True
-        return ssl.create_default_context(cafile=str(self.ca_file))
-
-    @property
-    def basic_auth(self) -> tuple[str, str] | None:
-        if self.username is None or self.password is None:
-            return None
-        return (self.username, self.password)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.is_relative_to(_HERE):
             item.add_marker(pytest.mark.integration)
-
-
-def skip_or_fail(reason: str) -> NoReturn:
-    """Skip locally; fail under CI, where a missing tool is a broken machine."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true, so this fails instead of skipping)", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(params=["fast", "stock"])

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.conftest import RegistryEndpoint
-from tests.tools import ROOT, system_tool
+from tests.support.endpoint import RegistryEndpoint
+from tests.support.tools import ROOT, system_tool
 
 EXPRESSION = re.compile(r"\$\{\{\s*([\w.-]+)\s*\}\}")
 INSTALL_TIMEOUT = 300.0

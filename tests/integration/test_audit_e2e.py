@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from click.testing import Result
 
-from tests.integration.conftest import RegistryEndpoint
-from tests.integration.kubecli import invoke
-from tests.integration.pki import TLSMaterial
+from tests.support.endpoint import RegistryEndpoint
 from tests.support.kubeapi import KubeAPI
 from tests.support.kubeapi import objects as k8s
 from tests.support.kubeapi.store import resource_of
+from tests.support.kubecli import invoke
+from tests.support.pki import TLSMaterial
 
 WORKLOADS = ("found", "private", "missing", "denied", "invalid")
 

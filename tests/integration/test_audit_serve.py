@@ -16,11 +16,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.conftest import RegistryEndpoint
-from tests.integration.test_webhook import Metrics, clean_env, free_port, parse_metrics
+from tests.support.clirun import clean_env
+from tests.support.endpoint import RegistryEndpoint
 from tests.support.kubeapi import KubeAPI
 from tests.support.kubeapi import objects as k8s
 from tests.support.kubeapi.store import resource_of
+from tests.support.net import free_port
+from tests.support.webhook import Metrics, parse_metrics
 
 P = "k8s_image_availability_exporter"
 

@@ -24,11 +24,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.clirun import Run, run_cli, run_cli_measured
-from tests.integration.conftest import RegistryEndpoint
-from tests.integration.faultproxy import FaultProxy, Flood, Respond, Rewrite, SetHeaders
-from tests.integration.pki import TLSMaterial
-from tests.integration.test_webhook import Webhook, pod, running
+from tests.support.admission import pod
+from tests.support.clirun import Run, run_cli, run_cli_measured
+from tests.support.endpoint import RegistryEndpoint
+from tests.support.faultproxy import FaultProxy, Flood, Respond, Rewrite, SetHeaders
+from tests.support.pki import TLSMaterial
+from tests.support.webhook import Webhook, running
 
 MANIFESTS = r"^/v2/.+/manifests/"
 BLOBS = r"^/v2/.+/blobs/"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clirun import Run, run_cli, tls_args
-from tests.integration.conftest import RegistryEndpoint
+from tests.support.clirun import Run, run_cli, tls_args
+from tests.support.endpoint import RegistryEndpoint
 
 # Over the fast paths and over stock httpx (conftest.fastpath_mode).
 pytestmark = pytest.mark.usefixtures("fastpath_mode")

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.clirun import run_cli, tls_args
-from tests.integration.conftest import RegistryEndpoint
+from tests.support.clirun import run_cli, tls_args
+from tests.support.endpoint import RegistryEndpoint
 from tests.support.images import push_image
 from tests.support.registry import LocalRegistry
 

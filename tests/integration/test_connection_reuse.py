@@ -18,12 +18,12 @@ import pytest
 
 import imagecheck
 from imagecheck.result import Status
-from tests.integration.conftest import TOKEN_ISSUER, RegistryEndpoint
-from tests.integration.countingproxy import CountingProxy
-from tests.integration.pki import TLSMaterial, make_token_signer
-from tests.integration.tokenserver import TokenServer
+from tests.support.countingproxy import CountingProxy
+from tests.support.endpoint import TOKEN_ISSUER, RegistryEndpoint
 from tests.support.images import seed_many
+from tests.support.pki import TLSMaterial, make_token_signer
 from tests.support.registry import LocalRegistry, TokenAuthSettings
+from tests.support.tokenserver import TokenServer
 
 # Over the fast paths and over stock httpx (conftest.fastpath_mode).
 pytestmark = pytest.mark.usefixtures("fastpath_mode")

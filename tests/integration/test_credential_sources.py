@@ -6,14 +6,14 @@ from __future__ import annotations
 import base64
 import json
 import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.integration.clirun import Run, run_cli, tls_args
-from tests.integration.conftest import RegistryEndpoint
+from tests.support.clirun import Run, run_cli, tls_args
+from tests.support.credentials import install_helper, write_json
+from tests.support.endpoint import RegistryEndpoint
 
 PRIVATE = "private/secret:1.0"
 AUTH_MODES = ["registry_basic", "registry_token"]
@@ -32,12 +32,6 @@ def b64(text: str) -> str:
 
 def auth_entry(endpoint: RegistryEndpoint, password: str | None = None) -> dict[str, str]:
     return {"auth": b64(f"{endpoint.username}:{password or endpoint.password}")}
-
-
-def write_json(path: Path, data: object) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path
 
 
 def check_private(
@@ -232,15 +226,6 @@ HELPERS = {
     "leaky": 'printf \'{"Username":"%s","Secret":"%s"}\' "$USER_" "$PASS_"; exit 1',
     "noisy": "printf 'keychain \\033[31mlocked\\r\\nfound x\\n' >&2; exit 4",
 }
-
-
-def install_helper(bin_dir: Path, name: str, body: str) -> None:
-    bin_dir.mkdir(exist_ok=True)
-    script = bin_dir / f"docker-credential-{name}"
-    script.write_text(
-        f'#!/bin/sh\n[ "$1" = get ] || exit 9\nread -r server\necho "$server" >> "$0.log"\n{body}\n'
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
 def helper_env(

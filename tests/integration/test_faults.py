@@ -24,9 +24,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.clirun import Run, run_cli
-from tests.integration.conftest import RegistryEndpoint
-from tests.integration.faultproxy import (
+from tests.support.clirun import Run, run_cli
+from tests.support.endpoint import RegistryEndpoint
+from tests.support.faultproxy import (
     HTML_502_PAGE,
     FaultProxy,
     Forward,

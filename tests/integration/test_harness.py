@@ -24,9 +24,9 @@ from imagecheck.registry._mediatypes import (
     OCI_INDEX,
     OCI_MANIFEST,
 )
-from tests.integration.conftest import TOKEN_ISSUER, TOKEN_SERVICE, RegistryEndpoint
-from tests.integration.tokenserver import TokenServer
+from tests.support.endpoint import TOKEN_ISSUER, TOKEN_SERVICE, RegistryEndpoint
 from tests.support.images import push_image
+from tests.support.tokenserver import TokenServer
 
 ACCEPT_ALL = ", ".join([OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_MANIFEST_LIST])
 SCHEMA1_SIGNED = "application/vnd.docker.distribution.manifest.v1+prettyjws"

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clirun import Run, run_cli, tls_args
-from tests.integration.conftest import RegistryEndpoint
-from tests.integration.test_credential_sources import install_helper, write_json
+from tests.support.clirun import Run, run_cli, tls_args
+from tests.support.credentials import install_helper, write_json
+from tests.support.endpoint import RegistryEndpoint
 
 DEADLINE = 5.0
 REPOSITORIES = 15

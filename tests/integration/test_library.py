@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import imagecheck
-from tests.integration.clirun import run_cli, tls_args
-from tests.integration.conftest import RegistryEndpoint
+from tests.support.clirun import run_cli, tls_args
+from tests.support.endpoint import RegistryEndpoint
 
 # Over the fast paths and over stock httpx (conftest.fastpath_mode).
 pytestmark = pytest.mark.usefixtures("fastpath_mode")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clirun import Run, run_cli
+from tests.support.clirun import Run, run_cli
 
 IMAGE = "127.0.0.1:9/app:1"
 TIMEOUT = 20

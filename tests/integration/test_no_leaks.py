@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clirun import Run, run_cli, tls_args
-from tests.integration.conftest import RegistryEndpoint
-from tests.integration.faultproxy import FaultProxy, Respond
-from tests.integration.tokenserver import TokenServer
+from tests.support.clirun import Run, run_cli, tls_args
+from tests.support.endpoint import RegistryEndpoint
+from tests.support.faultproxy import FaultProxy, Respond
+from tests.support.tokenserver import TokenServer
 
 MANIFESTS = r"^/v2/.+/manifests/"
 IMAGE = "sample/app:1.0.0"

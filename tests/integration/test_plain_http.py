@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clirun import run_cli, tls_args
-from tests.integration.conftest import TOKEN_ISSUER, TOKEN_SERVICE, USERNAME, RegistryEndpoint
-from tests.integration.pki import TLSMaterial, make_token_signer
-from tests.integration.tokenserver import TokenServer
+from tests.support.clirun import run_cli, tls_args
+from tests.support.endpoint import TOKEN_ISSUER, TOKEN_SERVICE, USERNAME, RegistryEndpoint
+from tests.support.pki import TLSMaterial, make_token_signer
 from tests.support.registry import LocalRegistry, TokenAuthSettings
+from tests.support.tokenserver import TokenServer
 
 
 def _port(endpoint: RegistryEndpoint) -> str:

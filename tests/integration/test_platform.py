@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clirun import run_cli, tls_args
-from tests.integration.conftest import RegistryEndpoint
+from tests.support.clirun import run_cli, tls_args
+from tests.support.endpoint import RegistryEndpoint
 
 CASES = [
     ("sample/app:multi", "linux/arm64", 0, ""),

@@ -15,12 +15,12 @@ import pytest
 from click.testing import Result
 
 from imagecheck.cluster._reap import REAPED
-from tests.integration.conftest import RegistryEndpoint
-from tests.integration.kubecli import ago, invoke
-from tests.integration.pki import TLSMaterial
+from tests.support.endpoint import RegistryEndpoint
 from tests.support.kubeapi import KubeAPI, Write
 from tests.support.kubeapi import objects as k8s
 from tests.support.kubeapi.store import Store, resource_of
+from tests.support.kubecli import ago, invoke
+from tests.support.pki import TLSMaterial
 
 NS = "ci"
 STARTED = 600  # seconds since the Jobs (and their pods) started: well past the 2m grace

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clirun import run_cli
+from tests.support.clirun import run_cli
 
 # Over the fast paths and over stock httpx (conftest.fastpath_mode).
 pytestmark = pytest.mark.usefixtures("fastpath_mode")

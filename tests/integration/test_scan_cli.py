@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
-from tests.integration.clirun import run_cli
-from tests.integration.conftest import RegistryEndpoint
+from tests.support.clirun import run_cli
+from tests.support.endpoint import RegistryEndpoint
 
 
 def write_tree(root: Path, reg: RegistryEndpoint) -> dict[str, list[tuple[str, int]]]:

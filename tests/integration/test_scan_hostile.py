@@ -17,9 +17,9 @@ from typing import IO
 
 import pytest
 
-from tests.integration import clirun
-from tests.integration.clirun import Run
-from tests.integration.conftest import RegistryEndpoint
+from tests.support import clirun
+from tests.support.clirun import Run
+from tests.support.endpoint import RegistryEndpoint
 
 MEMORY = 1024 * 1024 * 1024  # RLIMIT_AS: the interpreter and a scan need ~100 MB of it
 TIMEOUT = 60.0
@@ -44,7 +44,7 @@ def run_bounded(
         input=stdin if isinstance(stdin, bytes) else None,
         stdin=None if isinstance(stdin, bytes) else stdin,
         capture_output=True,
-        env=clirun._cli_env(home, {"SCAN_TEST_CANARY": CANARY}),
+        env=clirun.cli_env(home, {"SCAN_TEST_CANARY": CANARY}),
         cwd=cwd,
         timeout=timeout,
         check=False,

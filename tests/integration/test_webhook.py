@@ -13,18 +13,13 @@ JSON log lines on stderr.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import shutil
-import signal
 import socket
 import ssl
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,286 +28,34 @@ from typing import Any
 import httpx
 import pytest
 import trustme
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.conftest import RegistryEndpoint
-from tests.integration.faultproxy import FaultProxy, Hang, Respond, Trickle
-from tests.integration.pki import TLSMaterial
+from tests.support.admission import (
+    ADMISSION_V1,
+    WORKLOADS,
+    admission_review,
+    pod,
+    pod_spec,
+    workload,
+)
+from tests.support.endpoint import RegistryEndpoint
+from tests.support.faultproxy import FaultProxy, Hang, Respond, Trickle
+from tests.support.net import free_port
+from tests.support.pki import TLSMaterial
 from tests.support.registry import TLSFiles
+from tests.support.webhook import (
+    DEADLINE,
+    SLACK,
+    Webhook,
+    metric,
+    response_of,
+    running,
+    start_webhook,
+)
 
-ADMISSION_V1 = "admission.k8s.io/v1"
 FOUND = "sample/app:1.0.0"
 FOUND_DOCKER = "sample/app:docker"
 FOUND_INDEX = "sample/app:multi"
 PRIVATE = "private/secret:1.0"
-# A short review deadline so that the registry-down cases end quickly.
-DEADLINE = 2.0
-# Python start-up is not in play (the server is already up), but a busy CI runner is.
-SLACK = 1.0
-START_TIMEOUT = 15.0
-STOP_TIMEOUT = 10.0
-
-
-# -- the server process ----------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def clean_env(home: Path) -> dict[str, str]:
-    """As ``clirun.run_cli``: no credentials or proxies from the outer environment."""
-    dropped = ("DOCKER_", "IMAGECHECK_", "REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}
-    env["HOME"] = str(home)
-    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-    return env
-
-
-Metrics = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-class Webhook:
-    """A running ``imagecheck serve`` and an HTTPS client that trusts its certificate."""
-
-    def __init__(
-        self, process: subprocess.Popen[bytes], port: int, stderr: Path, trust: Path
-    ) -> None:
-        self.process = process
-        self.port = port
-        self.stderr = stderr
-        self.client = self.new_client(trust)
-
-    def new_client(self, trust: Path) -> httpx.Client:
-        """A client (keep-alive) that trusts the CA in ``trust``."""
-        return httpx.Client(
-            base_url=f"https://127.0.0.1:{self.port}",
-            verify=ssl.create_default_context(cafile=str(trust)),
-            timeout=DEADLINE + 10,
-            trust_env=False,
-        )
-
-    def post(self, content: bytes) -> httpx.Response:
-        return self.client.post(
-            "/validate", content=content, headers={"Content-Type": "application/json"}
-        )
-
-    def review(self, obj: dict[str, Any] | None, **fields: Any) -> dict[str, Any]:
-        """Send one AdmissionReview about ``obj``; return its ``response`` after checking the
-        envelope (HTTP 200, v1 AdmissionReview, ``uid`` echoed)."""
-        body = admission_review(obj, **fields)
-        answer = self.post(json.dumps(body).encode())
-        assert answer.status_code == 200, answer.text
-        return response_of(answer, body["request"]["uid"])
-
-    def metrics(self) -> Metrics:
-        page = self.client.get("/metrics")
-        assert page.status_code == 200
-        return parse_metrics(page.text)
-
-    def log_lines(self) -> list[str]:
-        return self.stderr.read_text(encoding="utf-8").splitlines()
-
-    def logs(self) -> list[dict[str, Any]]:
-        """Every stderr line, each parsed as JSON (a line that is not fails the test)."""
-        entries = []
-        for line in self.log_lines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                pytest.fail(f"stderr line is not JSON: {line!r}")
-            assert isinstance(entry, dict), line
-            entries.append(entry)
-        return entries
-
-    def terminate(self) -> tuple[int, float]:
-        """SIGTERM; the exit code and the seconds it took to exit."""
-        started = time.monotonic()
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(STOP_TIMEOUT)
-            pytest.fail(f"imagecheck serve did not exit within {STOP_TIMEOUT}s of SIGTERM")
-        return code, time.monotonic() - started
-
-    def close(self) -> None:
-        self.client.close()
-        if self.process.poll() is None:
-            self.terminate()
-
-
-def response_of(answer: httpx.Response, uid: str) -> dict[str, Any]:
-    data = answer.json()
-    assert data["apiVersion"] == ADMISSION_V1
-    assert data["kind"] == "AdmissionReview"
-    response: dict[str, Any] = data["response"]
-    assert response["uid"] == uid
-    return response
-
-
-def start_webhook(
-    workdir: Path, tls: TLSMaterial, *args: str, cert: TLSFiles | None = None
-) -> Webhook:
-    """``imagecheck serve`` on a free 127.0.0.1 port over TLS, once ``/readyz`` says 200.
-
-    The port is picked by binding 0 and closing it, so another process may take it first;
-    then the server exits with "address already in use" and we try a new port.
-    """
-    cert = cert or tls.server
-    workdir.mkdir(parents=True, exist_ok=True)
-    for _ in range(3):
-        port = free_port()
-        stderr = workdir / f"serve-{port}.log"
-        argv = [
-            sys.executable, "-m", "imagecheck", "serve",
-            "--listen", f"127.0.0.1:{port}",
-            "--tls-cert", str(cert.cert), "--tls-key", str(cert.key),
-            "--ca-file", str(tls.ca_file),
-            *args,
-        ]  # fmt: skip
-        with stderr.open("wb") as log:
-            process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=clean_env(workdir)
-            )
-        hook = Webhook(process, port, stderr, trust=tls.ca_file)
-        if wait_ready(hook):
-            return hook
-        hook.close()
-        if "address already in use" not in stderr.read_text(encoding="utf-8").lower():
-            pytest.fail(f"imagecheck serve did not start:\n{stderr.read_text(encoding='utf-8')}")
-    pytest.fail("no free port for imagecheck serve after 3 attempts")
-
-
-def wait_ready(hook: Webhook) -> bool:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline and hook.process.poll() is None:
-        with contextlib.suppress(httpx.TransportError):
-            if hook.client.get("/readyz").status_code == 200:
-                return True
-        time.sleep(0.05)
-    return False
-
-
-@contextlib.contextmanager
-def running(workdir: Path, tls: TLSMaterial, *args: str) -> Iterator[Webhook]:
-    hook = start_webhook(workdir, tls, *args)
-    try:
-        yield hook
-    finally:
-        hook.close()
-
-
-def parse_metrics(text: str) -> Metrics:
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def metric(metrics: Metrics, name: str, **labels: str) -> float:
-    return metrics.get((name, frozenset(labels.items())), 0.0)
-
-
-# -- AdmissionReview bodies ------------------------------------------------------------------
-
-
-def admission_review(
-    obj: dict[str, Any] | None,
-    *,
-    uid: str | None = None,
-    namespace: str = "team-a",
-    operation: str = "CREATE",
-    api_version: str = ADMISSION_V1,
-) -> dict[str, Any]:
-    """A review as the API server sends it (``k8s.io/api/admission/v1`` ``AdmissionRequest``)."""
-    obj = obj or {}
-    group, _, version = str(obj.get("apiVersion", "v1")).rpartition("/")
-    kind = {"group": group, "version": version, "kind": obj.get("kind", "")}
-    plural = str(obj.get("kind", "")).lower() + "s"
-    return {
-        "apiVersion": api_version,
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid or str(uuid.uuid4()),
-            "kind": kind,
-            "resource": {"group": group, "version": version, "resource": plural},
-            "requestKind": kind,
-            "requestResource": {"group": group, "version": version, "resource": plural},
-            "name": obj.get("metadata", {}).get("name", ""),
-            "namespace": namespace,
-            "operation": operation,
-            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters"]},
-            "object": obj or None,
-            "oldObject": None,
-            "dryRun": False,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-        },
-    }
-
-
-Containers = list[tuple[str, str]]  # (container name, image)
-
-
-def pod_spec(init: Containers, main: Containers, ephemeral: Containers) -> dict[str, Any]:
-    def listed(items: Containers) -> list[dict[str, Any]]:
-        return [{"name": name, "image": image, "resources": {}} for name, image in items]
-
-    spec: dict[str, Any] = {"containers": listed(main), "restartPolicy": "Always"}
-    if init:
-        spec["initContainers"] = listed(init)
-    if ephemeral:
-        spec["ephemeralContainers"] = [
-            {**c, "targetContainerName": main[0][0]} for c in listed(ephemeral)
-        ]
-    return spec
-
-
-def template(spec: dict[str, Any]) -> dict[str, Any]:
-    return {"metadata": {"labels": {"app": "demo"}}, "spec": spec}
-
-
-def selector(spec: dict[str, Any]) -> dict[str, Any]:
-    return {"selector": {"matchLabels": {"app": "demo"}}, "template": template(spec)}
-
-
-# kind -> (apiVersion, the object's spec around a pod spec)
-WORKLOADS: dict[str, tuple[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
-    "Pod": ("v1", lambda spec: spec),
-    "Job": ("batch/v1", lambda spec: {"template": template(spec)}),
-    "CronJob": (
-        "batch/v1",
-        lambda spec: {
-            "schedule": "*/5 * * * *",
-            "jobTemplate": {"spec": {"template": template(spec)}},
-        },
-    ),
-    "Deployment": ("apps/v1", lambda spec: {"replicas": 2, **selector(spec)}),
-    "StatefulSet": ("apps/v1", lambda spec: {"serviceName": "demo", **selector(spec)}),
-    "DaemonSet": ("apps/v1", selector),
-    "ReplicaSet": ("apps/v1", lambda spec: {"replicas": 1, **selector(spec)}),
-    # A custom resource that keeps a pod template where the built-in workloads do.
-    "Rollout": ("argoproj.io/v1alpha1", lambda spec: {"replicas": 1, **selector(spec)}),
-}
-
-
-def workload(kind: str, spec: dict[str, Any], name: str = "demo") -> dict[str, Any]:
-    api_version, wrap = WORKLOADS[kind]
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": "team-a"},
-        "spec": wrap(spec),
-    }
-
-
-def pod(*images: str, name: str = "demo") -> dict[str, Any]:
-    return workload("Pod", pod_spec([], [(f"c{i}", im) for i, im in enumerate(images)], []), name)
 
 
 def names_pair(message: str, container: str, image: str) -> bool:

@@ -30,21 +30,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.conftest import RegistryEndpoint
-from tests.integration.faultproxy import FaultProxy, Hang
-from tests.integration.pki import TLSMaterial
-from tests.integration.test_webhook import (
-    DEADLINE,
-    SLACK,
-    Webhook,
-    admission_review,
-    clean_env,
-    metric,
-    pod,
-    pod_spec,
-    running,
-    workload,
-)
+from tests.support.admission import admission_review, pod, pod_spec, workload
+from tests.support.clirun import clean_env
+from tests.support.endpoint import RegistryEndpoint
+from tests.support.faultproxy import FaultProxy, Hang
+from tests.support.pki import TLSMaterial
+from tests.support.webhook import DEADLINE, SLACK, Webhook, metric, running
 
 READ_TIMEOUT = 1.5
 SLOW_CLIENTS = 300

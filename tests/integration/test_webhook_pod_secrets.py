@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.integration.conftest import RegistryEndpoint
-from tests.integration.pki import TLSMaterial
-from tests.integration.test_from_pod import (
+from tests.support.admission import admission_review
+from tests.support.clirun import clean_env
+from tests.support.endpoint import RegistryEndpoint
+from tests.support.incluster import (
     NAMESPACE,
     SECRET_PATH,
     FakeApiServer,
@@ -23,8 +24,10 @@ from tests.integration.test_from_pod import (
     in_cluster_env,
     secret_json,
 )
-from tests.integration.test_webhook import Webhook as RunningWebhook
-from tests.integration.test_webhook import admission_review, clean_env, free_port, wait_ready
+from tests.support.net import free_port
+from tests.support.pki import TLSMaterial
+from tests.support.webhook import Webhook as RunningWebhook
+from tests.support.webhook import wait_ready
 
 PRIVATE = "private/secret:1.0"
 

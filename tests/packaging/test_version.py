@@ -15,7 +15,7 @@ import sys
 import tomllib
 
 import imagecheck
-from tests.tools import ROOT
+from tests.support.tools import ROOT
 
 VERSION_HEADING = re.compile(r"^## \[(?P<version>[^\]]+)\](?: - (?P<date>\d{4}-\d{2}-\d{2}))?$")
 

@@ -23,7 +23,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.tools import ROOT
+from tests.support.tools import ROOT
 
 PACKAGE = "imagecheck"
 BUILD_TIMEOUT = 300.0

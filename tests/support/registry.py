@@ -23,7 +23,6 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -32,6 +31,8 @@ from types import TracebackType
 from typing import IO, Self
 
 import httpx
+
+from tests.support.net import free_port
 
 __all__ = [
     "LocalRegistry",
@@ -304,11 +305,3 @@ def render_config(
             f"    rootcertbundle: {q(str(token.rootcertbundle))}",
         ]
     return "\n".join(lines) + "\n"
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 that was free a moment ago (nothing listens on it now)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port

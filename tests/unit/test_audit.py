@@ -5,12 +5,9 @@ and what the registry receives, each distinct image once. The cluster is the in-
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import functools
 import json
 import logging
-from collections.abc import Callable, Coroutine
 from typing import Any
 
 import httpx
@@ -25,20 +22,11 @@ from imagecheck.cluster._secrets import read_secrets
 from imagecheck.errors import UsageError
 from imagecheck.registry import ClientOptions
 from imagecheck.result import Status
+from tests.support.aio import sync
 from tests.support.fakecluster import FakeCluster
 
 DIGEST = "sha256:" + "ab" * 32
 RAY = Kind("ray.io/v1", "rayclusters", "rayclusters")
-
-
-def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    """An async test run on a loop of its own (the suite has no async plugin)."""
-
-    @functools.wraps(test)
-    def run(*args: Any, **kwargs: Any) -> None:
-        asyncio.run(test(*args, **kwargs))
-
-    return run
 
 
 def spec(*images: str, init: str | None = None, secrets: tuple[str, ...] = ()) -> dict[str, Any]:

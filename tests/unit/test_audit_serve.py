@@ -23,8 +23,8 @@ from imagecheck.cluster._exporter import AuditMetrics
 from imagecheck.cluster._model import DEPLOYMENT, STATEFULSET
 from imagecheck.cluster._serve import app
 from imagecheck.registry import ClientOptions
+from tests.support.aio import sync
 from tests.support.fakecluster import FakeCluster
-from tests.unit.test_audit import sync
 
 DIGEST = "sha256:" + "ab" * 32
 P = "k8s_image_availability_exporter"

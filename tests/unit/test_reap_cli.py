@@ -4,7 +4,6 @@ command is handed the in-memory cluster (``ctx.obj``); the registry is faked by 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,21 +13,17 @@ import respx
 from click.testing import CliRunner, Result
 
 from imagecheck.cli import cli
-from imagecheck.cli._reap import CLUSTER, reap
+from imagecheck.cli._reap import CLUSTER
 from imagecheck.cli._reap_loop import reap_loop
-from imagecheck.cli._settings import CheckSettings, start_run
+from imagecheck.cli._settings import start_run
 from imagecheck.cluster import Outcome, ReapOptions, Selector
 from imagecheck.cluster._model import JOB, JSON, POD, Forbidden, Kind, Unreachable
 from imagecheck.cluster._reap import Action
 from tests.support.fakecluster import FakeCluster
 from tests.support.reapcase import MISSING, job, pod
+from tests.support.reapcli import fake_registry, registry_defaults
 
 FOUND = "registry.test/team/train:1.0.0"
-
-
-def fake_registry(network: respx.MockRouter) -> None:
-    network.get("https://registry.test/v2/").respond(200)
-    network.head("https://registry.test/v2/team/train/manifests/1.0.1").respond(404)
 
 
 def stuck_cluster() -> FakeCluster:
@@ -148,7 +143,7 @@ def test_the_loop_outlives_an_unreachable_api(
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    settings = start_run(_registry_defaults())  # logs to stderr, as the command does
+    settings = start_run(registry_defaults())  # logs to stderr, as the command does
     asyncio.run(
         reap_loop(cluster, ReapOptions(), settings, seen.append, 0.05, lists=3, sleep=sleep)
     )
@@ -165,14 +160,6 @@ def test_the_loop_outlives_an_unreachable_api(
 def test_the_loop_ends_on_a_refusal(small_trust_store: None) -> None:
     cluster = FakeCluster()
     cluster.forbidden.add(("list", "pods"))
-    settings = start_run(_registry_defaults())
+    settings = start_run(registry_defaults())
     with pytest.raises(Forbidden):
         asyncio.run(reap_loop(cluster, ReapOptions(), settings, print, 30.0, lists=3))
-
-
-def _registry_defaults() -> dict[str, Any]:
-    """What click hands the command for the registry options when none is given."""
-    with reap.make_context("reap", []) as ctx:
-        params = dict(ctx.params)
-    names = {f.name for f in dataclasses.fields(CheckSettings)}
-    return {k: v for k, v in params.items() if k in names}

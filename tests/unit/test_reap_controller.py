@@ -4,7 +4,6 @@ election over a Lease, with /metrics and /healthz served."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 import respx
@@ -14,14 +13,9 @@ from imagecheck.cli._settings import start_run
 from imagecheck.cluster import Outcome, ReapOptions
 from imagecheck.cluster._model import JOB, POD
 from tests.support.fakecluster import FakeCluster
+from tests.support.net import free_port
 from tests.support.reapcase import job, pod
-from tests.unit.test_reap_cli import _registry_defaults, fake_registry
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.support.reapcli import fake_registry, registry_defaults
 
 
 async def get(port: int, path: str) -> str:
@@ -42,7 +36,7 @@ def test_the_leader_acts_and_says_so_in_its_metrics(
     port = free_port()
     loop = LoopOptions(0.05, ("imagecheck-reap", "ops"), ("127.0.0.1", port))
     seen: list[Outcome] = []
-    settings = start_run(_registry_defaults())
+    settings = start_run(registry_defaults())
 
     async def main() -> tuple[str, str]:
         task = asyncio.create_task(controller(cluster, ReapOptions(), settings, seen.append, loop))
@@ -78,7 +72,7 @@ def test_lease_api_errors_are_counted_in_the_metrics(
     cluster.forbidden.add(("get", "leases"))
     port = free_port()
     loop = LoopOptions(0.05, ("imagecheck-reap", "ops"), ("127.0.0.1", port))
-    settings = start_run(_registry_defaults())
+    settings = start_run(registry_defaults())
 
     async def main() -> str:
         task = asyncio.create_task(controller(cluster, ReapOptions(), settings, print, loop))

@@ -19,6 +19,7 @@ import yaml
 from imagecheck.scanning import FileProblem, Occurrence, scan_paths, scan_text
 from imagecheck.scanning._manifests import images_in_document
 from imagecheck.scanning._yamltree import SyntaxProblem, documents
+from tests.support.dockerfilescan import assert_dockerfile
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "scan"
 DIGEST = "sha256:7cc4b5aefd1d0cadf8d97d4350462ba51c694ebca145b08d7d41b41acc8db5aa"
@@ -357,21 +358,6 @@ def test_dockerfile(
     expected_problems: list[tuple[int, str]],
 ) -> None:
     assert_dockerfile(text, expected, expected_problems)
-
-
-def assert_dockerfile(
-    text: str,
-    expected: list[tuple[int, str, str | None, str | None]],
-    expected_problems: list[tuple[int, str]],
-) -> None:
-    """The scan of ``text`` finds exactly ``expected`` (line, image, stage, skipped), in order,
-    and exactly ``expected_problems`` (line, message)."""
-    occurrences, problems = scan_text(text, "Dockerfile")
-    assert [(o.line, o.image, o.name, o.skipped) for o in occurrences] == expected
-    assert {(o.kind, o.container, o.file) for o in occurrences} <= {
-        ("Dockerfile", None, "Dockerfile")
-    }
-    assert [(p.line, p.message) for p in problems] == expected_problems
 
 
 # --- YAML, inline -------------------------------------------------------------------------

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from imagecheck.scanning import scan_text
-from tests.tools import system_tool
-from tests.unit.test_scan import assert_dockerfile
+from tests.support.dockerfilescan import assert_dockerfile
+from tests.support.tools import system_tool
 
 NO_ARG = "BuildKit substitutes no ARG in COPY --from"
 NO_MOUNT_ARG = "BuildKit substitutes no ARG in RUN --mount from"

@@ -19,7 +19,7 @@ import yaml
 
 from imagecheck.scanning import FileProblem, Occurrence, _kustomize, scan_paths
 from imagecheck.scanning._kustfile import _split
-from tests.tools import venv_tool
+from tests.support.tools import venv_tool
 
 KUSTOMIZE = Path(__file__).resolve().parent.parent / "fixtures" / "scan" / "kustomize"
 DIGEST = "sha256:7cc4b5aefd1d0cadf8d97d4350462ba51c694ebca145b08d7d41b41acc8db5aa"

@@ -38,7 +38,7 @@ from imagecheck.result import CheckResult, Status
 from imagecheck.webhook import JsonFormatter
 from imagecheck.webhook._server import ServeSettings, Webhook
 from imagecheck.webhook._telemetry import lean_records
-from tests.support.registry import free_port
+from tests.support.net import free_port
 
 
 @pytest.fixture(autouse=True, params=["fast", "stock"])

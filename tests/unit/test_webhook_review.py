@@ -25,30 +25,14 @@ from imagecheck.webhook._review import (
     parse_review,
     response,
 )
+from tests.support.workloads import ARGO_WORKFLOW, SPEC, TEKTON_TASK, WORKLOADS, obj, templated
 
-SPEC: dict[str, Any] = {
-    "initContainers": [{"name": "setup", "image": "busybox:1.36"}],
-    "containers": [
-        {"name": "app", "image": "ghcr.io/acme/app:2"},
-        {"name": "proxy", "image": "envoyproxy/envoy:v1.30"},
-    ],
-    "ephemeralContainers": [{"name": "debug", "image": "nicolaka/netshoot"}],
-    "imagePullSecrets": [{"name": "regcred"}, {"name": "mirror"}],
-}
 IMAGES = [
     ContainerImage("setup", "busybox:1.36"),
     ContainerImage("app", "ghcr.io/acme/app:2"),
     ContainerImage("proxy", "envoyproxy/envoy:v1.30"),
     ContainerImage("debug", "nicolaka/netshoot"),
 ]
-
-
-def templated(spec: dict[str, Any]) -> dict[str, Any]:
-    return {"template": {"metadata": {"labels": {"a": "b"}}, "spec": spec}}
-
-
-def obj(kind: str, spec: dict[str, Any], api_version: str = "apps/v1") -> dict[str, Any]:
-    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": "web"}, "spec": spec}
 
 
 def review_body(obj: Any, **request: Any) -> dict[str, Any]:
@@ -62,23 +46,6 @@ def review_body(obj: Any, **request: Any) -> dict[str, Any]:
         **request,
     }
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "request": fields}
-
-
-WORKLOADS = [
-    pytest.param(obj("Pod", SPEC, "v1"), id="Pod"),
-    pytest.param(obj("Job", templated(SPEC), "batch/v1"), id="Job"),
-    pytest.param(
-        obj(
-            "CronJob", {"schedule": "@daily", "jobTemplate": {"spec": templated(SPEC)}}, "batch/v1"
-        ),
-        id="CronJob",
-    ),
-    pytest.param(obj("Deployment", templated(SPEC)), id="Deployment"),
-    pytest.param(obj("StatefulSet", templated(SPEC)), id="StatefulSet"),
-    pytest.param(obj("DaemonSet", templated(SPEC)), id="DaemonSet"),
-    pytest.param(obj("ReplicaSet", templated(SPEC)), id="ReplicaSet"),
-    pytest.param(obj("Rollout", templated(SPEC), "argoproj.io/v1alpha1"), id="custom-resource"),
-]
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)
@@ -109,36 +76,6 @@ def test_objects_without_images_yield_none(workload: Any) -> None:
     review = parse_review(review_body(workload))
     assert review.images == []
     assert review.pull_secrets == []
-
-
-TEKTON_TASK = {
-    "apiVersion": "tekton.dev/v1",
-    "kind": "Task",
-    "metadata": {"name": "build"},
-    "spec": {
-        "params": [{"name": "image"}],
-        "stepTemplate": {"image": "alpine:3.20", "env": []},
-        "steps": [
-            {"name": "compile", "image": "golang:1.22", "script": "go build"},
-            {"name": "push", "image": "$(params.image)"},
-            {"name": "shared", "ref": {"name": "git-clone"}},
-        ],
-        "sidecars": [{"name": "docker", "image": "docker:dind"}],
-    },
-}
-ARGO_WORKFLOW = {
-    "apiVersion": "argoproj.io/v1alpha1",
-    "kind": "Workflow",
-    "metadata": {"generateName": "hello-"},
-    "spec": {
-        "imagePullSecrets": [{"name": "argo-pull"}],
-        "templates": [
-            {"name": "main", "steps": [[{"name": "a", "template": "say"}]]},
-            {"name": "say", "container": {"image": "docker/whalesay", "command": ["cowsay"]}},
-            {"name": "py", "script": {"image": "{{inputs.parameters.py}}", "source": "1"}},
-        ],
-    },
-}
 
 
 def test_any_kind_s_containers_are_found_by_shape() -> None:

@@ -17,7 +17,7 @@ import yaml
 from imagecheck.kube import JSON
 from imagecheck.kube import _workload_json as workload_json
 from imagecheck.kube._workload import OPERATOR_FIELDS, containers
-from tests.unit.test_webhook_review import ARGO_WORKFLOW, TEKTON_TASK, WORKLOADS
+from tests.support.workloads import ARGO_WORKFLOW, TEKTON_TASK, WORKLOADS
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = sorted(

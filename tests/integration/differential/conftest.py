@@ -8,13 +8,13 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.integration.conftest import RegistryEndpoint
 from tests.integration.differential.oracle import Containerd
 from tests.integration.differential.report import TABLE_KEY, Row, render_table
 from tests.integration.differential.site import Site, seed_extra, seed_mirror
-from tests.integration.pki import TLSMaterial
+from tests.support.endpoint import RegistryEndpoint
+from tests.support.pki import TLSMaterial
 from tests.support.registry import LocalRegistry
-from tests.tools import system_tool
+from tests.support.tools import system_tool
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """The registries users run, emulated in front of the plain registry, as differential scenarios.
 
-Each emulation is a *front*: a TLS :class:`~tests.integration.faultproxy.FaultProxy` before
-the plain-HTTP registry whose :class:`~tests.integration.faultproxy.Handle` plays that
+Each emulation is a *front*: a TLS :class:`~tests.support.faultproxy.FaultProxy` before
+the plain-HTTP registry whose :class:`~tests.support.faultproxy.Handle` plays that
 registry's part of the protocol (its challenge, its token service and the tokens it issues,
 its status codes and error wording), and forwards what it lets through to the real
 Distribution registry, which serves the manifests and blobs. Where a registry's token service
@@ -35,7 +35,7 @@ import httpx
 from tests.integration.differential.oracle import Access, Verdict
 from tests.integration.differential.scenarios import Case, Prepare, Scenario
 from tests.integration.differential.site import Site
-from tests.integration.faultproxy import (
+from tests.support.faultproxy import (
     Concrete,
     FaultProxy,
     Forward,

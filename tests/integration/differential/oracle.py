@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from tests.integration.clirun import Run, run_cli
+from tests.support.clirun import Run, run_cli
 
 # A pull that the kubelet would retry (its image back-off: 10 s, 20 s, ... 5 min) is asked
 # again, at once, this many times in all while the answer is a transient error.
@@ -385,7 +385,7 @@ def _registries_conf(access: Access) -> str:
 
 def imagecheck_verdict(reference: str, access: Access, home: Path) -> Answer:
     """``imagecheck check --platform auto`` with the same CA, credentials and mirrors, run as
-    every CLI test runs it (:func:`~tests.integration.clirun.run_cli`: a clean environment)."""
+    every CLI test runs it (:func:`~tests.support.clirun.run_cli`: a clean environment)."""
     args = ["check", "--platform", "auto", "--deadline", "30"]
     stdin = ""
     if access.ca_file is not None:

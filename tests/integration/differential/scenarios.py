@@ -14,15 +14,15 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
-from tests.integration.conftest import RegistryEndpoint
 from tests.integration.differential.oracle import Access, Mirror, Verdict
 from tests.integration.differential.site import LONG_REPOSITORY, LONG_TAG, Site
-from tests.integration.faultproxy import (
+from tests.support.endpoint import RegistryEndpoint
+from tests.support.faultproxy import (
     HTML_502_PAGE,
     Respond,
     StripHeaders,
 )
-from tests.support.registry import free_port
+from tests.support.net import free_port
 
 FOUND, MISSING, DENIED, ERROR = Verdict.FOUND, Verdict.MISSING, Verdict.DENIED, Verdict.ERROR
 MANIFESTS = r"^/v2/.+/manifests/"

@@ -16,11 +16,11 @@ from pathlib import Path
 import httpx
 
 from imagecheck.registry import Platform
-from tests.integration.conftest import RegistryEndpoint
 from tests.integration.differential.oracle import Access, Mirror
-from tests.integration.faultproxy import FaultProxy
-from tests.integration.pki import TLSMaterial
+from tests.support.endpoint import RegistryEndpoint
+from tests.support.faultproxy import FaultProxy
 from tests.support.images import PushedManifest, push_image, push_index
+from tests.support.pki import TLSMaterial
 
 # distribution/reference: a repository path of at most 255 characters (the domain apart).
 LONG_REPOSITORY = "diff/" + "l" * 250

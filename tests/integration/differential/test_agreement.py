@@ -20,7 +20,7 @@ from tests.integration.differential.oracle import (
 from tests.integration.differential.report import Row
 from tests.integration.differential.scenarios import Scenario
 from tests.integration.differential.site import Site
-from tests.tools import system_tool
+from tests.support.tools import system_tool
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.id)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.integration.conftest import RegistryEndpoint
-from tests.peak import launched, peak_kib
+from tests.support.endpoint import RegistryEndpoint
+from tests.support.peak import launched, peak_kib
 
 
 @dataclass(frozen=True)
@@ -43,20 +43,28 @@ def run_cli(
         input=stdin,
         capture_output=True,
         text=True,
-        env=_cli_env(home, env),
+        env=cli_env(home, env),
         timeout=timeout,
         check=False,
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
-def _cli_env(home: Path, env: dict[str, str] | None) -> dict[str, str]:
+def cli_env(home: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment :func:`run_cli` gives the CLI: the outer one without credentials or
+    registry settings, ``HOME`` at ``home``, then ``env``."""
     dropped = ("DOCKER_", "IMAGECHECK_", "REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR")
     kept = "IMAGECHECK_FASTPATH"  # the mode a test runs in (conftest's fastpath_mode)
     full_env = {k: v for k, v in os.environ.items() if k == kept or not k.startswith(dropped)}
     full_env["HOME"] = str(home)
     full_env.update(env or {})
     return full_env
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """As :func:`cli_env`, with loopback kept off any proxy: for long-running processes
+    (``serve``, ``audit serve``) that the tests reach on 127.0.0.1."""
+    return cli_env(home, {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
 
 
 @dataclass(frozen=True)
@@ -84,7 +92,7 @@ def run_cli_measured(
     timeout: float = 60,
     address_space_limit: int = 2 << 30,
 ) -> MeasuredRun:
-    """:func:`run_cli`, measuring the CLI process's own peak RSS (see ``tests/peak.py`` for
+    """:func:`run_cli`, measuring the CLI process's own peak RSS (see ``tests/support/peak.py`` for
     why a launcher measures it, not this process's ``wait4``).
 
     ``address_space_limit`` (RLIMIT_AS) only protects the machine from a run that would
@@ -101,7 +109,7 @@ def run_cli_measured(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=_cli_env(home, env),
+            env=cli_env(home, env),
             start_new_session=True,  # the launcher and the CLI: killed together on timeout
         )
         try:

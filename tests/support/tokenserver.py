@@ -38,7 +38,7 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.integration.pki import TokenSigner
+from tests.support.pki import TokenSigner
 
 DEFAULT_FIELDS = frozenset({"token", "access_token", "expires_in", "issued_at"})
 ANONYMOUS_PULL_PREFIXES = ("sample/", "public/")

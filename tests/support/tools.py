@@ -21,7 +21,7 @@ from typing import NoReturn
 import pytest
 from packaging.requirements import Requirement
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_DEPS = ROOT / "scripts" / "system-deps.sh"
 INSTALL_TIMEOUT = 600.0
 
