@@ -12,7 +12,7 @@ import pytest
 
 from tests.fuzz import netguard, profiles  # noqa: F401 - profiles: registers and loads the profile
 from tests.fuzz.proc import IMAGECHECK, child_env, run_bounded
-from tests.fuzz.standin import StandIn
+from tests.support.standin import StandIn
 
 _HERE = Path(__file__).parent
 

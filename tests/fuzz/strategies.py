@@ -22,7 +22,7 @@ from typing import Any, cast
 
 from hypothesis import strategies as st
 
-from tests.fuzz.standin import (
+from tests.support.standin import (
     AUTH,
     AUTH_DECODED,
     ELSEWHERE,

@@ -32,7 +32,16 @@ from imagecheck.result import CheckResult, Status
 from tests.fuzz import judge
 from tests.fuzz.proc import IMAGECHECK, child_env, run_bounded
 from tests.fuzz.profiles import examples
-from tests.fuzz.standin import (
+from tests.fuzz.strategies import (
+    CANARY,
+    KNOWN_ATTACKS,
+    b64,
+    identifiers,
+    repositories,
+    scripts,
+    secrets_with_canary,
+)
+from tests.support.standin import (
     Action,
     Endless,
     Exchange,
@@ -42,15 +51,6 @@ from tests.fuzz.standin import (
     StandIn,
     Trickle,
     statuses_sent,
-)
-from tests.fuzz.strategies import (
-    CANARY,
-    KNOWN_ATTACKS,
-    b64,
-    identifiers,
-    repositories,
-    scripts,
-    secrets_with_canary,
 )
 
 DEADLINE = 2.0
@@ -231,7 +231,7 @@ def tame(script: Script) -> Script:
     bodies, gzip bombs, slow trickles): those are the process properties' business."""
 
     def small(action: Action) -> Action:
-        if isinstance(action, Trickle):
+        if isinstance(action, Trickle) and action.reply is not None:
             return action.reply
         if isinstance(action, Reply):
             if isinstance(action.body, Endless) and action.body.size > _TAME_BODY:

@@ -27,8 +27,8 @@ from tests.fuzz import judge
 from tests.fuzz.proc import IMAGECHECK, child_env, run_bounded
 from tests.fuzz.profiles import examples
 from tests.fuzz.recipes import Content, Repeat, render
-from tests.fuzz.standin import SELF, Script, StandIn
 from tests.fuzz.strategies import BEARER_PING, CANARY, b64, json_values
+from tests.support.standin import SELF, Script, StandIn
 
 DEADLINE = 2.0
 HELPER = "fuzz"  # docker-credential-fuzz, a script in the example's PATH directory

@@ -27,8 +27,8 @@ from tests.fuzz import judge
 from tests.fuzz.proc import IMAGECHECK, child_env, run_bounded
 from tests.fuzz.profiles import examples
 from tests.fuzz.recipes import Content, Nest, Numbered, Repeat, render
-from tests.fuzz.standin import SELF, Script, StandIn
 from tests.fuzz.strategies import NASTY_TEXT
+from tests.support.standin import SELF, Script, StandIn
 
 DEADLINE = 2.0
 SPECIAL = ("fifo", "dev-zero", "sparse", "self-loop", "directory-loop", "not-utf8")

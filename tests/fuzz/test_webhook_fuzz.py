@@ -30,7 +30,6 @@ from tests.fuzz import judge
 from tests.fuzz.proc import IMAGECHECK, RSS_LIMIT_MIB, child_env, under_limit
 from tests.fuzz.profiles import examples
 from tests.fuzz.recipes import Content, Repeat, render
-from tests.fuzz.standin import SELF, Script, StandIn
 from tests.fuzz.strategies import (
     BEARER_PING,
     CANARY,
@@ -43,6 +42,7 @@ from tests.fuzz.strategies import (
 from tests.support.admission import WORKLOADS, admission_review, pod_spec, workload
 from tests.support.net import free_port
 from tests.support.pki import TLSMaterial, make_tls_material
+from tests.support.standin import SELF, Script, StandIn
 
 REVIEW_DEADLINE = 1.5
 START_TIMEOUT = 20.0
