@@ -8,7 +8,7 @@ at start-up and has no way to swap it.
 
 A review whose answer needs no I/O (every image cached or invalid, or not a review at all)
 does not reach aiohttp: :meth:`Webhook.answer_now` answers it in the loop turn its bytes
-arrive (``protocol.py`` says why and when), with the metrics and log line of
+arrive (``fastpath/_framing.py`` says why and when), with the metrics and log line of
 :meth:`Webhook.validate`.
 """
 
@@ -37,6 +37,7 @@ from imagecheck.fastpath import Listener, handler_options
 from imagecheck.kube import InCluster, KubeClient
 from imagecheck.registry import ClientOptions, ImageChecker
 from imagecheck.render import explained
+from imagecheck.webhook._body import Unreadable, read_body
 from imagecheck.webhook._cache import Answers, ResultCache
 from imagecheck.webhook._limits import (
     DEFAULT_MAX_CONNECTIONS,
@@ -134,8 +135,8 @@ class Webhook:
         deadline = Deadline.after(self.settings.review_deadline)
         try:
             review = await self._read_review(request, deadline)
-        except _Unreadable as exc:
-            return web.json_response(self._refused(exc), status=exc.status)
+        except Unreadable as exc:
+            return web.json_response(self._refused(exc), status=exc.status, headers=exc.headers)
         keychain, credentials = await self._pod_keychain(review, deadline)
         images = distinct_images(review)
         answers = await self.cache.results(images, deadline, keychain, credentials)
@@ -145,13 +146,13 @@ class Webhook:
         """The HTTP status and JSON body :meth:`validate` would answer for a request with
         ``body``, with the same metrics and log line, when that needs no I/O (no pull
         secrets to read, every image invalid or cached); else None. Called by the listener
-        in the loop turn the request arrived (``protocol.py``)."""
+        in the loop turn the request arrived (``fastpath/_framing.py``)."""
         started = time.monotonic()
         try:
             review = self._parse(body)
         except RecursionError:  # pruned in a thread: validate() does that
             return None
-        except _Unreadable as exc:
+        except Unreadable as exc:
             return exc.status, json.dumps(self._refused(exc)).encode()
         if self.pod_secrets is not None and review.pull_secrets:
             return None
@@ -161,7 +162,7 @@ class Webhook:
             return None
         return 200, json.dumps(self._answer(review, images, answers, started)).encode()
 
-    def _refused(self, exc: _Unreadable) -> dict[str, Any]:
+    def _refused(self, exc: Unreadable) -> dict[str, Any]:
         self.metrics.count(self.metrics.reviews, "bad_request")
         log.warning("bad review", extra={"reason": exc.reason, "status": exc.status})
         if exc.status == 408:
@@ -213,16 +214,16 @@ class Webhook:
             else:
                 await self._reading.acquire()
         except TimeoutError:
-            raise _Unreadable(408, f"request body not read within {budget:.1f}s") from None
+            raise Unreadable(408, f"request body not read within {budget:.1f}s") from None
         try:
             async with asyncio.timeout_at(read_by):
-                body = await _read_body(request, MAX_REVIEW_BYTES)
+                body = await read_body(request, MAX_REVIEW_BYTES)
             try:
                 return self._parse(body)
             except RecursionError:  # deeper than Python's parser goes: prune, in a thread
                 return await asyncio.to_thread(self._parse, body, load_json_pruned)
         except TimeoutError:
-            raise _Unreadable(408, f"request body not received within {budget:.1f}s") from None
+            raise Unreadable(408, f"request body not received within {budget:.1f}s") from None
         finally:
             self._reading.release()
 
@@ -231,11 +232,11 @@ class Webhook:
         try:
             data = load(body)
         except ValueError:  # JSONDecodeError, UnicodeDecodeError
-            raise _Unreadable(400, "body is not JSON") from None
+            raise Unreadable(400, "body is not JSON") from None
         try:
             return parse_review(data, secrets=self.pod_secrets is not None)
         except BadReview as exc:
-            raise _Unreadable(400, str(exc)) from None
+            raise Unreadable(400, str(exc)) from None
 
     async def _pod_keychain(
         self, review: Review, deadline: Deadline
@@ -263,27 +264,6 @@ class Webhook:
     async def metrics_page(self, request: web.Request) -> web.Response:
         data = generate_latest(self.metrics.registry)
         return web.Response(body=data, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-
-class _Unreadable(Exception):
-    """A request that gets no review answer: 400 (not a review), 408 (too slow), 413 (too big)."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status, self.reason = status, reason
-
-
-async def _read_body(request: web.Request, limit: int) -> bytes:
-    """The whole body, refusing more than ``limit`` bytes (aiohttp's ``request.read()`` would
-    keep a copy on the request for as long as the review runs)."""
-    if request.content_length is not None and request.content_length > limit:
-        raise _Unreadable(413, f"body is larger than {limit} bytes")
-    body = bytearray()
-    async for chunk in request.content.iter_any():
-        body += chunk
-        if len(body) > limit:
-            raise _Unreadable(413, f"body is larger than {limit} bytes")
-    return bytes(body)
 
 
 def server_ssl_context(
