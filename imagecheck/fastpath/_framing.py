@@ -8,26 +8,25 @@ came: p99 about twice p50. A warm webhook's every review is a cached answer (or 
 one) that needs no I/O, so it is answered here, in ``data_received``.
 
 Why in front of aiohttp rather than a server of our own: aiohttp keeps everything it does
-well (TLS with cert reload, routing, ``/metrics``, bodies that trickle or are too big, its
-400s and 413s, lingering close), untouched, and this layer only has to be right about one
-thing: where a request ends. So it frames only what it is sure of and hands the rest over:
+well (TLS with cert reload, routing, ``/metrics``, bodies that trickle, are too big or are
+compressed, its 400s and 413s, lingering close), untouched, and this layer only has to be
+right about one thing: where a request ends. It decides only what it is sure of and hands
+the rest over unchanged:
 
-- a request is *framed* when its head (ended by CRLF CRLF, at most ``MAX_HEAD`` bytes) parses
-  with httptools (llhttp, the parser aiohttp itself vendors) as HTTP/1.1 with keep-alive, no
-  ``Transfer-Encoding``, ``Expect``, ``Upgrade`` or ``Connection`` header, and a body of at
-  most ``MAX_INLINE_BODY`` bytes by ``Content-Length``. Anything else (chunked, HTTP/1.0, a
-  big body, a head that does not parse, bare-LF lines) hands this request and every later
-  byte of the connection to aiohttp for good, so aiohttp's answers to them are unchanged;
-- a framed ``POST /validate`` (or ``/``) is offered to ``answer_now`` (the webhook: JSON,
-  review, cache; None when it would need I/O), but only when aiohttp holds no request of this
-  connection, so that answers leave in the order the requests came (pipelining). Any other
-  framed request is handed to aiohttp whole, and counted until the listener's middleware has
-  written its answer;
+- a request is *framed* when aiohttp's own parser takes its head as a plain HTTP/1.1
+  keep-alive request with a ``Content-Length`` body (``_heads.py``). Anything else hands this
+  request and every later byte of the connection to aiohttp for good, so aiohttp's answers
+  to them are the ones it gives alone;
+- a framed review (``POST /validate`` or ``/``, no ``Content-Encoding``) is offered to
+  ``answer_now`` (the webhook: JSON, review, cache; None when it would need I/O), but only
+  when aiohttp holds no request of this connection, so that answers leave in the order the
+  requests came (pipelining). Any other framed request is handed to aiohttp whole;
+- aiohttp holds at most one framed request of a connection at a time, and nothing more is
+  read while it does, nor while the client leaves its answers unread (``pause_writing``):
+  what a connection queues here is one request, never a backlog of them;
 - while a framed request's body is incomplete its bytes wait here (at most ``MAX_HEAD +
   MAX_INLINE_BODY``), under the listener's header timer; if that fires the request goes to
-  aiohttp, whose body timeout then answers the 408;
-- a client that sends requests without reading the answers: once the transport's write
-  buffer is full (``pause_writing``), nothing more is answered or read until it drains.
+  aiohttp, whose body timeout then answers the 408.
 """
 
 from __future__ import annotations
@@ -39,18 +38,11 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, Protocol
 
-import httptools
 from aiohttp.http import SERVER_SOFTWARE
 from aiohttp.web_protocol import RequestHandler
 
-# aiohttp refuses a request line or a header over 8190 bytes; a head longer than this goes
-# to aiohttp (which answers it) instead of being framed here.
-MAX_HEAD = 16 * 1024
-# Reviews of a few containers are 2-20 KiB; a bigger body goes to aiohttp, which reads it
-# under its read slots (server.READ_SLOTS) instead of holding it per connection here.
-MAX_INLINE_BODY = 64 * 1024
-REVIEW_PATHS = frozenset({b"/validate", b"/"})
-_FOREIGN_HEADERS = frozenset({b"transfer-encoding", b"expect", b"upgrade", b"connection"})
+from imagecheck.fastpath._heads import Framed, Heads
+from imagecheck.fastpath._reading import SharedReading
 
 # (HTTP status, JSON body) for a review answered at once, or None: it needs aiohttp's path.
 AnswerNow = Callable[[bytes], "tuple[int, bytes] | None"]
@@ -69,68 +61,6 @@ class Owner(Protocol):
     def answered(self, conn: Any) -> None: ...
 
     def forget(self, conn: Any, handler: RequestHandler | None = None) -> None: ...
-
-
-class _Head:
-    """httptools callbacks for one request head."""
-
-    __slots__ = ("foreign", "length", "url")
-
-    def __init__(self) -> None:
-        self.url = b""
-        self.length: bytes | None = None
-        self.foreign = False
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        name = name.lower()
-        if name == b"content-length":
-            self.foreign = self.foreign or self.length is not None
-            self.length = value
-        elif name in _FOREIGN_HEADERS:
-            self.foreign = True
-
-
-class Framed:
-    """A request whose end is known: ``size`` bytes from the start of the buffer."""
-
-    __slots__ = ("head_size", "review", "size")
-
-    def __init__(self, head_size: int, size: int, review: bool) -> None:
-        self.head_size, self.size, self.review = head_size, size, review
-
-
-FOREIGN = "foreign"  # not framed here: aiohttp takes the connection's bytes from here on
-
-
-def frame(buffer: bytearray) -> Framed | str | None:
-    """The request at the start of ``buffer``: framed, ``FOREIGN``, or None (its head is not
-    complete yet)."""
-    end = buffer.find(b"\r\n\r\n")
-    if end < 0:
-        return FOREIGN if len(buffer) > MAX_HEAD or b"\n\n" in buffer else None
-    head_size = end + 4
-    if head_size > MAX_HEAD:
-        return FOREIGN
-    head = _Head()
-    parser = httptools.HttpRequestParser(head)
-    try:
-        parser.feed_data(bytes(buffer[:head_size]))
-    except httptools.HttpParserError:  # HttpParserUpgrade included
-        return FOREIGN
-    if head.foreign or parser.get_http_version() != "1.1" or not parser.should_keep_alive():
-        return FOREIGN
-    length = 0
-    if head.length is not None:
-        if not head.length.isdigit() or len(head.length) > 7:
-            return FOREIGN
-        length = int(head.length)
-    if length > MAX_INLINE_BODY:
-        return FOREIGN
-    review = parser.get_method() == b"POST" and head.url.partition(b"?")[0] in REVIEW_PATHS
-    return Framed(head_size, head_size + length, review)
 
 
 _second: tuple[int, bytes] = (-1, b"")
@@ -164,12 +94,14 @@ class Connection(asyncio.Protocol):
         self._conn = conn
         self._answer_now = answer_now
         self.handler: RequestHandler = listener.new_handler()
+        self._heads = Heads(self.handler)
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._handed_over = not framing  # aiohttp frames the rest of the connection
-        self._outstanding = 0  # framed requests aiohttp holds, not yet answered
+        self._outstanding = 0  # framed requests aiohttp holds, not yet answered (0 or 1)
         self._writing_paused = False  # the client is not reading its answers
-        self._reading_paused = False  # by this layer, until the client reads
+        self._reading: SharedReading | None = None  # aiohttp's view of the transport
+        self._holding = False  # reading, until the client reads or aiohttp answers
 
     @property
     def buffered(self) -> bool:
@@ -184,7 +116,11 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
         self._listener.connected(self._conn, self, transport)
-        self.handler.connection_made(transport)
+        if self._handed_over:  # the framer is off: aiohttp's transport is the real one
+            self.handler.connection_made(transport)
+            return
+        self._reading = SharedReading(self._transport)  # type: ignore[arg-type]
+        self.handler.connection_made(self._reading)
 
     def data_received(self, data: bytes) -> None:
         self._listener.received(self._conn)
@@ -195,13 +131,11 @@ class Connection(asyncio.Protocol):
         self._drain()
 
     def _drain(self) -> None:
-        while self._buffer:
-            if self._writing_paused:  # no more answers until the client reads: stop reading
-                assert self._transport is not None
-                self._transport.pause_reading()
-                self._reading_paused = True
+        while self._buffer and not self._handed_over:
+            if self._writing_paused or self._outstanding:
+                self._pause_reading()  # until the client reads, or aiohttp has answered
                 return
-            framed = frame(self._buffer)
+            framed = self._heads.frame(self._buffer)
             if framed is None or (isinstance(framed, Framed) and framed.size > len(self._buffer)):
                 return
             if not isinstance(framed, Framed):
@@ -209,9 +143,8 @@ class Connection(asyncio.Protocol):
                 return
             request = bytes(self._buffer[: framed.size])
             del self._buffer[: framed.size]
-            answer = None
-            if framed.review and self._outstanding == 0:
-                answer = self._answer_now(request[framed.head_size :])
+            self._heads.next()
+            answer = self._answer_now(request[framed.head_size :]) if framed.inline else None
             if answer is None:
                 self._outstanding += 1
                 self.handler.data_received(request)
@@ -219,6 +152,23 @@ class Connection(asyncio.Protocol):
             assert self._transport is not None
             self._transport.write(http_answer(*answer))
             self._listener.answered(self._conn)
+
+    def _pause_reading(self) -> None:
+        if not self._holding and self._reading is not None:
+            self._holding = True
+            self._reading.hold(True)
+
+    def _resume_reading(self) -> None:
+        """Read again once nothing of this layer holds the connection back (aiohttp's own
+        pauses stay until aiohttp lifts them: ``_reading.py``)."""
+        if not self._holding or (
+            not self._handed_over and (self._writing_paused or self._outstanding)
+        ):
+            return
+        self._holding = False
+        assert self._reading is not None
+        self._reading.hold(False)
+        self._drain()
 
     def hand_over(self) -> bool:
         """Give aiohttp the rest of the connection (what waits here first). False when
@@ -228,23 +178,25 @@ class Connection(asyncio.Protocol):
         self._handed_over = True
         waiting, self._buffer = bytes(self._buffer), bytearray()
         self.handler.data_received(waiting)
+        self._resume_reading()
         return True
 
     def hand_over_body(self) -> bool:
         """At the read timeout: a request whose head is here but not its whole body goes to
         aiohttp, whose body timeout answers it (408). False when no head is complete."""
-        if self._handed_over or not isinstance(frame(self._buffer), Framed):
+        if self._handed_over or not isinstance(self._heads.frame(self._buffer), Framed):
             return False
         return self.hand_over()
 
     def answered_by_aiohttp(self, sent: bool) -> None:
         """The listener's middleware has written the answer to a request (``sent``), or the
         handler failed: aiohttp then answers and closes, and frames what is left."""
+        if self._outstanding > 0:
+            self._outstanding -= 1
         if not sent:
             self.hand_over()
             self._handed_over = True
-        elif self._outstanding > 0:
-            self._outstanding -= 1
+        self._resume_reading()
 
     def eof_received(self) -> bool | None:
         self.hand_over()  # a request cut short: aiohttp answers it as it did
@@ -262,9 +214,4 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._writing_paused = False
         self.handler.resume_writing()
-        if self._reading_paused:
-            assert self._transport is not None
-            self._reading_paused = False
-            self._transport.resume_reading()
-            if not self._handed_over:
-                self._drain()
+        self._resume_reading()

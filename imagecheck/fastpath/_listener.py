@@ -45,10 +45,12 @@ BACKLOG = 128
 
 
 def handler_options() -> dict[str, Any]:
-    """``web.AppRunner`` keyword arguments for the ``RequestHandler`` of each connection
-    (its keep-alive timer never fires: the listener closes idle connections)."""
+    """``web.AppRunner`` keyword arguments for the ``RequestHandler`` of each connection:
+    its keep-alive timer never fires (the listener closes idle connections), and bodies come
+    as sent (the webhook decodes them within its own limit: ``webhook/_body.py``)."""
     return {
         "access_log": None,
+        "auto_decompress": False,
         "keepalive_timeout": NEVER,
         "lingering_time": LINGER,
     }

@@ -70,7 +70,7 @@ class Phases:
                 sent = await _send(request, exc)
                 raise
             # Written here, not after the middleware: then the connection's next answer,
-            # which may be written inline (protocol.py), follows it on the wire.
+            # which may be written inline (_framing.py), follows it on the wire.
             sent = await _send(request, response)
             return response
         finally:
@@ -97,7 +97,7 @@ class Phases:
             self._expect_headers(conn)
 
     def answered(self, conn: Accepted) -> None:
-        """A review was answered inline (protocol.py)."""
+        """A review was answered inline (_framing.py)."""
         conn.served = True
         self._expect_idle(conn)
 

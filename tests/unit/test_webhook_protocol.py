@@ -20,6 +20,7 @@ import json
 import logging
 import re
 import socket
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -366,6 +367,49 @@ def test_a_client_that_does_not_read_its_answers_is_not_answered_into_memory() -
     assert uids == [f"{i:05d}" for i in range(count)]
     assert answered < count / 4, answered  # about 64 KiB of answers, then a pause
     assert buffered < 256 * 1024, buffered
+
+
+@fast_path_only
+def test_a_client_that_pipelines_slow_reviews_unread_queues_one_request_not_all() -> None:
+    """Reviews that each need a registry check (aiohttp's path), pipelined by a client that
+    never reads its answers: aiohttp is handed one at a time and nothing more is read while
+    it holds one, so what the server allocates stays far below what was sent (before, every
+    request of each read was handed over, and aiohttp's parser kept the backlog)."""
+    count = 6000
+    payload = b"".join(post(review(f"registry.test/app:{i}", uid=f"{i:05d}")) for i in range(count))
+
+    async def scenario(server: Served) -> tuple[int, int]:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        loop = asyncio.get_running_loop()
+        await loop.sock_connect(sock, ("127.0.0.1", server.port))
+        await asyncio.sleep(0.1)
+        for conn in server.listener._open:
+            assert conn.transport is not None
+            conn.transport.get_extra_info("socket").setsockopt(
+                socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+            )
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            sending = asyncio.ensure_future(loop.sock_sendall(sock, payload))
+            await asyncio.sleep(1.5)
+            held = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        sending.cancel()
+        sock.close()
+        return held, server.checker.calls
+
+    async def run() -> tuple[int, int]:
+        async with served(True) as server:
+            return await scenario(server)
+
+    held, checked = asyncio.run(run())
+    assert len(payload) > 2 * 1024 * 1024
+    assert checked < count / 10, checked  # the client stalled: the rest was never read
+    assert held < 512 * 1024, held
 
 
 async def _send_all(writer: asyncio.StreamWriter, requests: list[bytes]) -> None:
