@@ -24,14 +24,17 @@ def setup_logging(verbose: bool) -> None:
 
 
 def setup_json_logging(formatter: logging.Formatter, verbose: bool) -> None:
-    """A server's log lines (imagecheck's and aiohttp's warnings) through ``formatter``."""
+    """A server's log lines (imagecheck's, and aiohttp's and asyncio's warnings: a protocol's
+    fatal error is one line with its traceback in a field, not lines of text) through
+    ``formatter``."""
     import logging  # noqa: PLC0415 - see the module docstring
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter)
-    for name in ("imagecheck", "aiohttp"):
+    for name in ("imagecheck", "aiohttp", "asyncio"):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.setLevel(logging.DEBUG if verbose else logging.INFO)
         logger.propagate = False
     logging.getLogger("aiohttp").setLevel(logging.WARNING)
+    logging.getLogger("asyncio").setLevel(logging.WARNING)

@@ -31,6 +31,7 @@ from aiohttp import web
 
 from imagecheck._deadline import Deadline
 from imagecheck.authn import Keychain
+from imagecheck.cli._logs import setup_json_logging
 from imagecheck.fastpath import ENVIRONMENT_VARIABLE, Listener, handler_options
 from imagecheck.fastpath import _phases as phases_module
 from imagecheck.reference import Reference
@@ -471,6 +472,32 @@ def test_lean_records_change_no_json_log_line(monkeypatch: pytest.MonkeyPatch) -
         monkeypatch.setattr(logging, name, getattr(logging, name))
     lean_records()
     assert lines() == before
+
+
+def test_an_event_loop_error_is_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """What asyncio logs of a protocol that failed (with its traceback) is one JSON line."""
+    names = ("imagecheck", "aiohttp", "asyncio")
+    saved = [(lg, lg.handlers[:], lg.level, lg.propagate) for lg in map(logging.getLogger, names)]
+    try:
+        setup_json_logging(JsonFormatter(), verbose=False)
+        loop = asyncio.new_event_loop()
+        try:
+            raise ValueError("boom\nsecond line")
+        except ValueError as exc:
+            loop.call_exception_handler(
+                {"message": "Fatal error on SSL protocol", "exception": exc}
+            )
+        loop.close()
+    finally:
+        for logger, handlers, level, propagate in saved:
+            logger.handlers[:], logger.propagate = handlers, propagate
+            logger.setLevel(level)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    entry = json.loads(lines[0])
+    assert (entry["logger"], entry["level"]) == ("asyncio", "error")
+    assert entry["msg"].startswith("Fatal error on SSL protocol")
+    assert "ValueError: boom" in entry["error"]
 
 
 class _Kept(logging.Handler):
