@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint unit integration agreement bench bench-scan bench-corpus bench-startup bench-webhook bench-webhook-soak system-deps venv clean
+.PHONY: demo test lint unit integration agreement bench bench-scan bench-corpus bench-startup bench-webhook bench-webhook-soak bench-webhook-attack system-deps venv clean
 
 system-deps:
 	@scripts/system-deps.sh
@@ -56,6 +56,9 @@ bench-webhook: system-deps venv
 
 bench-webhook-soak: venv
 	$(BIN)/python benchmarks/webhook_soak.py
+
+bench-webhook-attack: system-deps venv
+	$(BIN)/python benchmarks/webhook_attack.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

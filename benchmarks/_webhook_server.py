@@ -18,6 +18,7 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
@@ -60,7 +61,12 @@ class Server:
     """``python -m imagecheck serve`` on a free port, over TLS."""
 
     def __init__(
-        self, workdir: Path, tls: TLSMaterial, name: str, profile: Path | None = None
+        self,
+        workdir: Path,
+        tls: TLSMaterial,
+        name: str,
+        profile: Path | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> None:
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
@@ -68,6 +74,7 @@ class Server:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DOCKER_", "IMAGECHECK_"))}
         env["HOME"] = str(workdir)
         env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+        env.update(extra_env or {})  # e.g. IMAGECHECK_FASTPATH=0, after the scrub above
         argv = [
             sys.executable, *(["-c", PROFILED.format(out=str(profile))] if profile else
                               ["-m", "imagecheck"]),
