@@ -44,6 +44,10 @@ from aiohttp.web_protocol import RequestHandler
 from imagecheck.fastpath._heads import Framed, Heads
 from imagecheck.fastpath._reading import SharedReading
 
+# Answers a connection may hold, unread by its client, before nothing more is answered or read
+# (and aiohttp's writer waits); the kernel's socket buffer, fixed by the listener, comes on top.
+UNREAD_ANSWERS = 64 * 1024
+
 # (HTTP status, JSON body) for a review answered at once, or None: it needs aiohttp's path.
 AnswerNow = Callable[[bytes], "tuple[int, bytes] | None"]
 
@@ -115,6 +119,9 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
+        # A TLS transport takes 512 KiB of answers before it asks its writer to pause: held
+        # for a client that does not read them, that was most of what the connection cost.
+        transport.set_write_buffer_limits(high=UNREAD_ANSWERS)  # type: ignore[attr-defined]
         self._listener.connected(self._conn, self, transport)
         if self._handed_over:  # the framer is off: aiohttp's transport is the real one
             self.handler.connection_made(transport)

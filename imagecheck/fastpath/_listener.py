@@ -42,6 +42,11 @@ TLS_SHUTDOWN_TIMEOUT = 2.0
 # When accept() fails (out of file descriptors), wait before the next try instead of spinning.
 ACCEPT_RETRY_DELAY = 0.1
 BACKLOG = 128
+# The kernel's buffers of a connection (Linux doubles each), fixed rather than grown by the
+# kernel to megabytes: that memory is the pod's too, and a client that pipelines without
+# reading its answers would fill both. Reviews are small; a 3 MiB one takes a few more turns.
+SOCKET_SEND_BUFFER = 64 * 1024
+SOCKET_RECEIVE_BUFFER = 128 * 1024
 
 
 def handler_options() -> dict[str, Any]:
@@ -154,6 +159,8 @@ class Listener(Phases):
 
     async def _handshake(self, conn: Accepted, client: socket.socket) -> None:
         loop = asyncio.get_running_loop()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_SEND_BUFFER)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_RECEIVE_BUFFER)
         tls: dict[str, Any] = {}
         if self._ssl is not None:
             tls = {
