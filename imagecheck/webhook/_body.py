@@ -12,6 +12,7 @@ every path gives these answers.
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 
 from aiohttp import hdrs, web
@@ -21,6 +22,8 @@ from aiohttp import hdrs, web
 MAX_CODINGS = 4
 MAX_GZIP_MEMBERS = 64
 ACCEPTED = "gzip, deflate"
+# A body this small is read without a read slot (``ReadSlot``).
+SMALL_BODY = 64 * 1024
 _GZIP = 16 + zlib.MAX_WBITS
 _ZLIB = zlib.MAX_WBITS
 _RAW_DEFLATE = -zlib.MAX_WBITS
@@ -40,7 +43,33 @@ class Unreadable(Exception):
         return {hdrs.ACCEPT_ENCODING: ACCEPTED} if self.status == 415 else {}
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
+class ReadSlot:
+    """One request's claim on the server's read slots, taken only when its body proves big.
+
+    The slots bound what bodies in flight hold (each up to the body limit, and what parsing
+    it makes). A slot held from a body's first byte was a slot held for as long as a client
+    cared to trickle it: sixteen slow clients stopped every review for the read timeout. A
+    body of at most ``SMALL_BODY`` bytes (nearly every review) needs no slot: what those hold
+    is bounded by the connections' own cap. A bigger one takes a slot once that many bytes
+    have come, whatever its ``Content-Length`` says, and one to decode before it is decoded;
+    either holds it until :meth:`release` (after its parse)."""
+
+    def __init__(self, slots: asyncio.Semaphore) -> None:
+        self._slots = slots
+        self._held = False
+
+    async def take(self) -> None:
+        if not self._held:
+            await self._slots.acquire()
+            self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._slots.release()
+
+
+async def read_body(request: web.Request, limit: int, slot: ReadSlot) -> bytes:
     """The whole body, decoded, refusing more than ``limit`` bytes before or after decoding
     (aiohttp's ``request.read()`` would keep a copy on the request while the review runs)."""
     codings = content_codings(request.headers.getall(hdrs.CONTENT_ENCODING, []))
@@ -52,8 +81,12 @@ async def read_body(request: web.Request, limit: int) -> bytes:
             body += chunk
             if len(body) > limit:
                 raise Unreadable(413, f"body is larger than {limit} bytes")
+            if len(body) > SMALL_BODY:
+                await slot.take()
     except web.RequestPayloadError as exc:  # chunks that do not parse, a body cut short
         raise Unreadable(400, f"request body is malformed: {exc}") from None
+    if codings:  # what it decodes to may be as big as any
+        await slot.take()
     return decoded(bytes(body), codings, limit)
 
 

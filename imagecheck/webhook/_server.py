@@ -37,7 +37,7 @@ from imagecheck.fastpath import Listener, handler_options
 from imagecheck.kube import InCluster, KubeClient
 from imagecheck.registry import ClientOptions, ImageChecker
 from imagecheck.render import explained
-from imagecheck.webhook._body import Unreadable, read_body
+from imagecheck.webhook._body import ReadSlot, Unreadable, read_body
 from imagecheck.webhook._cache import Answers, ResultCache
 from imagecheck.webhook._limits import (
     DEFAULT_MAX_CONNECTIONS,
@@ -62,9 +62,9 @@ log = logging.getLogger("imagecheck.webhook")
 
 # AdmissionReviews carry the whole object; etcd stores objects up to 1.5 MiB.
 MAX_REVIEW_BYTES = 3 * 1024 * 1024
-# Bodies read (and parsed) at once: what reviews in flight hold in memory is bounded by this
-# times MAX_REVIEW_BYTES, not by the number of connections. A body waits for a turn within
-# the read timeout.
+# Big bodies read (and parsed) at once: what reviews in flight hold in memory is bounded by
+# this times MAX_REVIEW_BYTES, not by the number of connections. Such a body waits for a turn
+# within the read timeout; a small one needs none (``_body.py``).
 READ_SLOTS = 16
 # Log fields from the review (uid, refusal message) are cut to this.
 MAX_LOGGED = 2048
@@ -204,20 +204,13 @@ class Webhook:
 
     async def _read_review(self, request: web.Request, deadline: Deadline) -> Review:
         """The review in the body, read within the read timeout (and the review deadline).
-        The body and its JSON are dropped on return: a review in flight holds only this."""
+        The body and its JSON are dropped on return: a review in flight holds only this.
+        A big body (or one to decode) is read and parsed in a read slot (``_body.py``)."""
         budget = min(self.settings.read_timeout, deadline.remaining())
-        read_by = asyncio.get_running_loop().time() + budget
+        slot = ReadSlot(self._reading)
         try:
-            if self._reading.locked():  # else acquire() returns at once: no timer to set
-                async with asyncio.timeout_at(read_by):
-                    await self._reading.acquire()
-            else:
-                await self._reading.acquire()
-        except TimeoutError:
-            raise Unreadable(408, f"request body not read within {budget:.1f}s") from None
-        try:
-            async with asyncio.timeout_at(read_by):
-                body = await read_body(request, MAX_REVIEW_BYTES)
+            async with asyncio.timeout(budget):
+                body = await read_body(request, MAX_REVIEW_BYTES, slot)
             try:
                 return self._parse(body)
             except RecursionError:  # deeper than Python's parser goes: prune, in a thread
@@ -225,7 +218,7 @@ class Webhook:
         except TimeoutError:
             raise Unreadable(408, f"request body not received within {budget:.1f}s") from None
         finally:
-            self._reading.release()
+            slot.release()
 
     def _parse(self, body: bytes, load: Callable[[bytes], Any] = load_json) -> Review:
         """The review in ``body``; ``RecursionError`` when it nests too deeply for ``load``."""

@@ -173,6 +173,61 @@ def test_a_body_that_trickles_gets_a_408(guarded: Webhook, tls_material: TLSMate
     assert seconds < READ_TIMEOUT + SLACK
 
 
+def test_bodies_that_trickle_do_not_hold_up_other_reviews(
+    tmp_path: Path, tls_material: TLSMaterial
+) -> None:
+    """More slow bodies than the server has read slots (16), each trickled until its 408 (too
+    big to be framed in front of aiohttp, and never more than a few bytes in): a review that needs the registry (one that refuses connections, with no retry:
+    an instant answer) is answered at once meanwhile, not after the slow ones' read timeout."""
+    args = ("--read-timeout", f"{READ_TIMEOUT}s", "--retries", "0")
+    with running(tmp_path, tls_material, *args) as hook:
+        elapsed, status, heads = asyncio.run(_beside_slow_bodies(hook, tls_material))
+    assert status == 200
+    assert elapsed < READ_TIMEOUT / 2, elapsed
+    assert all(head.startswith(b"HTTP/1.1 408 ") for head in heads), heads
+
+
+async def _beside_slow_bodies(
+    guarded: Webhook, tls_material: TLSMaterial
+) -> tuple[float, int, list[bytes]]:
+    """Seconds and status of a review sent while ``SLOW_BODIES`` trickle; their answers."""
+    context = tls_material.client_context()
+    streams = [await connect(guarded.port, context) for _ in range(SLOW_BODIES)]
+    opened = [s for s in streams if s is not None]
+    assert len(opened) == SLOW_BODIES
+    for _, writer in opened:
+        writer.write(
+            b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"
+        )
+    stop = asyncio.Event()
+    keep_trickling = asyncio.ensure_future(_trickle_bodies(opened, stop))
+    await asyncio.sleep(0.3)  # every slow body has begun
+    started = time.monotonic()
+    body = json.dumps(admission_review(pod("127.0.0.1:1/app:1"))).encode()
+    answer = await asyncio.to_thread(guarded.post, body)
+    elapsed = time.monotonic() - started
+    heads = await asyncio.gather(*(reader.read(64) for reader, _ in opened))
+    stop.set()
+    await keep_trickling
+    for _, writer in opened:
+        writer.close()
+    return elapsed, answer.status_code, heads
+
+
+SLOW_BODIES = 24
+
+
+async def _trickle_bodies(streams: list[Stream], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        for _, writer in streams:
+            if not writer.is_closing():
+                with contextlib.suppress(OSError, RuntimeError):
+                    writer.write(b" ")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), TRICKLE)
+
+
 def test_at_the_cap_the_oldest_idle_connection_makes_way(
     tmp_path: Path, tls_material: TLSMaterial
 ) -> None:
