@@ -176,9 +176,10 @@ def test_a_body_that_trickles_gets_a_408(guarded: Webhook, tls_material: TLSMate
 def test_bodies_that_trickle_do_not_hold_up_other_reviews(
     tmp_path: Path, tls_material: TLSMaterial
 ) -> None:
-    """More slow bodies than the server has read slots (16), each trickled until its 408 (too
-    big to be framed in front of aiohttp, and never more than a few bytes in): a review that needs the registry (one that refuses connections, with no retry:
-    an instant answer) is answered at once meanwhile, not after the slow ones' read timeout."""
+    """More slow bodies than the server has read slots (16), each trickled until its 408
+    (too big to be framed in front of aiohttp, never more than a few bytes in): a review that
+    needs the registry (one that refuses connections, with no retry: an instant answer) is
+    answered at once meanwhile, not after the slow ones' read timeout."""
     args = ("--read-timeout", f"{READ_TIMEOUT}s", "--retries", "0")
     with running(tmp_path, tls_material, *args) as hook:
         elapsed, status, heads = asyncio.run(_beside_slow_bodies(hook, tls_material))
