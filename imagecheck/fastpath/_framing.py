@@ -113,6 +113,11 @@ class Connection(asyncio.Protocol):
         return bool(self._buffer)
 
     @property
+    def framing(self) -> bool:
+        """The framer still frames this connection's requests (aiohttp has not taken it)."""
+        return not self._handed_over
+
+    @property
     def outstanding(self) -> int:
         """Framed requests that aiohttp holds, not yet answered."""
         return self._outstanding
@@ -130,12 +135,14 @@ class Connection(asyncio.Protocol):
         self.handler.connection_made(self._reading)
 
     def data_received(self, data: bytes) -> None:
-        self._listener.received(self._conn)
         if self._handed_over:
+            self._listener.received(self._conn)
             self.handler.data_received(data)
             return
         self._buffer += data
         self._drain()
+        if self._buffer or self._handed_over:  # part of a request waits: it is timed
+            self._listener.received(self._conn)
 
     def _drain(self) -> None:
         while self._buffer and not self._handed_over:

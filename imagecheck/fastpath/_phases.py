@@ -9,6 +9,12 @@ that tells a request in progress from an idle connection.
   server's own idle timeout (90 s) so that it is the client that closes it. These timers, not
   aiohttp's: aiohttp never sees the reviews answered inline (``_framing.py``), so its
   keep-alive timer would close a busy connection.
+
+A connection has one timer, set lazily: a phase moves the connection's deadline, and the
+timer, when it fires before that, sets itself again for the rest. A new timer is made only
+when a deadline comes sooner than the timer, so a keep-alive connection answered inline
+request after request makes none (it made two a request, and a loop keeps a cancelled timer
+until it would have fired or the loop sweeps it).
 """
 
 from __future__ import annotations
@@ -38,8 +44,13 @@ class Accepted:
     busy: bool = False  # a request is in progress
     served: bool = False  # a request was completed
     data_while_busy: bool = False  # bytes of a next request came in during this one
-    header_timer: asyncio.TimerHandle | None = None
-    idle: bool = False  # header_timer is the idle timer
+    phase: str | None = None  # HEADERS or IDLE: what ``deadline`` is for; None: untimed
+    deadline: float = 0.0  # loop time
+    timer: asyncio.TimerHandle | None = None
+    timer_at: float = 0.0  # when ``timer`` fires: at or before ``deadline``, or it is moved
+
+
+HEADERS, IDLE = "headers", "idle"
 
 
 class Phases:
@@ -75,13 +86,14 @@ class Phases:
             return response
         finally:
             conn.busy, conn.served = False, True
-            if conn.protocol is not None:
-                conn.protocol.answered_by_aiohttp(sent)
-            if conn.data_while_busy:  # a pipelined request has begun: its headers are timed
-                conn.data_while_busy = False
-                self._expect_headers(conn)
+            protocol = conn.protocol
+            if protocol is not None:
+                protocol.answered_by_aiohttp(sent)  # which may answer more, inline
+            pipelined, conn.data_while_busy = conn.data_while_busy, False
+            if pipelined and (protocol is None or not protocol.framing):
+                self._expect_headers(conn)  # a next request has begun: its headers are timed
             else:
-                self._expect_idle(conn)
+                self._expect_idle(conn)  # the framer knows whether one has
 
     # -- told by each connection (_framing.Owner) ----------------------------------------
 
@@ -93,7 +105,7 @@ class Phases:
     def received(self, conn: Accepted) -> None:
         if conn.busy:
             conn.data_while_busy = True
-        elif conn.header_timer is None or conn.idle:
+        elif conn.phase != HEADERS:
             self._expect_headers(conn)
 
     def answered(self, conn: Accepted) -> None:
@@ -102,9 +114,7 @@ class Phases:
         self._expect_idle(conn)
 
     def _expect_headers(self, conn: Accepted) -> None:
-        _cancel(conn)
-        loop = asyncio.get_running_loop()
-        conn.header_timer = loop.call_later(self._read_timeout, self._headers_late, conn)
+        self._time(conn, HEADERS, self._read_timeout)
 
     def _expect_idle(self, conn: Accepted) -> None:
         """No request in progress: the connection may stay idle for ``IDLE_TIMEOUT``; but
@@ -113,17 +123,37 @@ class Phases:
         protocol = conn.protocol
         if protocol is not None and protocol.outstanding:
             _cancel(conn)
-            return
-        if protocol is not None and protocol.buffered:
+        elif protocol is not None and protocol.buffered:
             self._expect_headers(conn)
-            return
-        _cancel(conn)
+        else:
+            self._time(conn, IDLE, IDLE_TIMEOUT)
+
+    def _time(self, conn: Accepted, phase: str, seconds: float) -> None:
         loop = asyncio.get_running_loop()
-        conn.header_timer = loop.call_later(IDLE_TIMEOUT, self._idle_late, conn)
-        conn.idle = True
+        conn.phase, conn.deadline = phase, loop.time() + seconds
+        if conn.timer is not None:
+            if conn.timer_at <= conn.deadline:
+                return  # it fires first, and sets itself again for the rest
+            conn.timer.cancel()
+        conn.timer_at = conn.deadline
+        conn.timer = loop.call_at(conn.deadline, self._fire, conn)
+
+    def _fire(self, conn: Accepted) -> None:
+        conn.timer = None
+        if conn.phase is None or conn not in self._open:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < conn.deadline:  # moved since it was set (or a loop fired it early)
+            conn.timer_at = conn.deadline
+            conn.timer = loop.call_at(conn.deadline, self._fire, conn)
+            return
+        phase, conn.phase = conn.phase, None
+        if phase == HEADERS:
+            self._headers_late(conn)
+        else:
+            self._idle_late(conn)
 
     def _headers_late(self, conn: Accepted) -> None:
-        conn.header_timer = None
         if conn.busy:
             return
         if conn.protocol is not None and conn.protocol.hand_over_body():
@@ -131,7 +161,6 @@ class Phases:
         self._close(conn, "header_timeout")
 
     def _idle_late(self, conn: Accepted) -> None:
-        conn.header_timer, conn.idle = None, False
         if not conn.busy and conn.transport is not None:
             self.forget(conn)
             conn.transport.close()
@@ -150,15 +179,16 @@ class Phases:
     def forget(self, conn: Accepted, handler: RequestHandler | None = None) -> None:
         self._open.pop(conn, None)
         _cancel(conn)
+        if conn.timer is not None:
+            conn.timer.cancel()
+            conn.timer = None
         if handler is not None:
             self._by_handler.pop(handler, None)
 
 
 def _cancel(conn: Accepted) -> None:
-    if conn.header_timer is not None:
-        conn.header_timer.cancel()
-        conn.header_timer = None
-    conn.idle = False
+    """Untimed (a request in progress); the timer, if set, fires and finds nothing to do."""
+    conn.phase = None
 
 
 async def _send(request: web.Request, response: web.StreamResponse) -> bool:

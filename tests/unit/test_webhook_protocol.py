@@ -446,6 +446,45 @@ def test_idle_connections_are_closed_after_the_idle_timeout_and_busy_ones_never(
     assert open_after_busy and closed
 
 
+@fast_path_only
+def test_a_keep_alive_connection_answered_inline_sets_no_timer_per_request() -> None:
+    """One review after another on one connection, each answered inline: the connection's
+    idle and header deadlines move, its one timer stays (it made two a request before)."""
+
+    async def scenario(server: Served) -> tuple[int, list[bytes]]:
+        await exchange(server.port, [post(review(FOUND[0]))], 1)  # cached
+        loop = asyncio.get_running_loop()
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(GET_HEALTHZ)
+        await read_answer(reader)
+        timers = 0
+        real = loop.call_at
+
+        def counted(when: float, callback: Any, *args: Any, **kw: Any) -> asyncio.TimerHandle:
+            nonlocal timers
+            timers += 1
+            return real(when, callback, *args, **kw)
+
+        loop.call_at = counted  # type: ignore[method-assign,assignment]
+        try:
+            answers = []
+            for i in range(300):
+                writer.write(post(review(FOUND[0], uid=f"u{i}")))
+                answers.append(await read_answer(reader))
+        finally:
+            loop.call_at = real  # type: ignore[method-assign]
+        writer.close()
+        return timers, answers
+
+    async def run() -> tuple[int, list[bytes]]:
+        async with served(True) as server:
+            return await scenario(server)
+
+    timers, answers = asyncio.run(run())
+    assert all(b'"allowed": true' in answer for answer in answers)
+    assert timers <= 3, timers
+
+
 def test_lean_records_change_no_json_log_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """``serve`` stops logging from finding callers, threads and processes: the JSON lines,
     which hold none of them, are unchanged (an exception's traceback included)."""
