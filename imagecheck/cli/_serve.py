@@ -105,7 +105,8 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
     default=limits.DEFAULT_MAX_CONNECTIONS,
     show_default=True,
     help="Client connections open at once. One more closes the oldest idle connection "
-    "(one that never sent a request first); each costs up to about 0.5 MiB.",
+    "(one that never sent a request first). Measured: an idle TLS connection costs about "
+    "0.06 MiB, one whose client never reads its answers about 1.2 MiB.",
 )
 @click.option(
     "--max-images-per-review",

@@ -3,7 +3,8 @@ the webhook extra's imports, so that the CLI can show them before it loads aioht
 
 # How long a client may take over its TLS handshake, a request's headers, and its body.
 DEFAULT_READ_TIMEOUT = 5.0
-# Connections open at once: each costs up to about 0.5 MiB (asyncio's TLS buffer is 256 KiB).
+# Connections open at once: an idle TLS one costs about 0.06 MiB, one whose client never reads
+# its answers about 1.2 MiB (benchmarks/webhook_attack.py).
 DEFAULT_MAX_CONNECTIONS = 250
 # Distinct images checked per review; the rest are refused as not checked.
 DEFAULT_MAX_IMAGES = 100
