@@ -110,11 +110,15 @@ def urls_match(pattern: str, image: str) -> bool:
         return False
     if not target.path.startswith(glob.path):
         return False
+    return all(
+        label_matches(label, name) for label, name in zip(glob_labels, target_labels, strict=True)
+    )
+
+
+def label_matches(pattern: str, label: str) -> bool:
+    """``filepath.Match(pattern, label)`` for one host label; a bad pattern matches nothing."""
     try:
-        return all(
-            _glob(label).fullmatch(name) is not None
-            for label, name in zip(glob_labels, target_labels, strict=True)
-        )
+        return _glob(pattern).fullmatch(label) is not None
     except BadURL:  # filepath.ErrBadPattern
         return False
 
