@@ -11,7 +11,8 @@ import pytest
 
 from imagecheck._deadline import Deadline
 from imagecheck.authn import CredentialProviders
-from imagecheck.authn._credproviders import plugin_path
+from imagecheck.authn._credproviderconfig import Provider
+from imagecheck.authn._credproviders import parse_response, plugin_path
 from imagecheck.errors import CredentialsError, DeadlineExceeded
 from imagecheck.reference import parse_reference
 from tests.support.credproviders import (
@@ -202,6 +203,37 @@ def test_on_the_event_loop_overlapping_asks_share_one_run(tmp_path: Path) -> Non
 
     assert asyncio.run(run()) == [SECRET] * 5
     assert len(plugin_runs(script)) == 1
+
+
+# plugin_test.go (commit 2b02db1be88b09193d96585c4b6dd796d6b2e06c) Test_decodeResponse: each
+# apiVersion decodes; a wrong kind or group is refused (here: not the provider's apiVersion).
+_DECODE = (
+    '{{"kind":"{kind}","apiVersion":"{api}","cacheKeyType":"Registry","cacheDuration":"1m",'
+    '"auth":{{"*.registry.io":{{"username":"user","password":"password"}}}}}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("kind", "api", "ok"),
+    [("CredentialProviderResponse", "credentialprovider.kubelet.k8s.io/v1", True),
+     ("CredentialProviderResponse", "credentialprovider.kubelet.k8s.io/v1beta1", True),
+     ("CredentialProviderResponse", "credentialprovider.kubelet.k8s.io/v1alpha1", True),
+     ("WrongKind", "credentialprovider.kubelet.k8s.io/v1beta1", False),
+     ("CredentialProviderResponse", "foobar.kubelet.k8s.io/v1beta1", False)],
+    ids=["v1", "v1beta1", "v1alpha1", "wrong-kind", "wrong-group"],
+)  # fmt: skip
+def test_decode_response(kind: str, api: str, ok: bool) -> None:
+    version = api if ok else "credentialprovider.kubelet.k8s.io/v1beta1"
+    entry = Provider("p", version, ("*.registry.io",), 0.0)
+    text = _DECODE.format(kind=kind, api=api)
+    if not ok:
+        with pytest.raises(CredentialsError):
+            parse_response(entry, text)
+        return
+    key_type, duration, auth = parse_response(entry, text)
+    assert (key_type, duration) == ("Registry", 60.0)
+    ((key, creds),) = auth
+    assert (key, creds.username, creds.password) == ("*.registry.io", "user", "password")
 
 
 def test_the_plugin_must_be_an_executable_file_inside_the_bin_dir(tmp_path: Path) -> None:

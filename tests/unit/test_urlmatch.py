@@ -4,9 +4,10 @@ Every case below is copied, inputs and expected result, from kubernetes/kubernet
 ``pkg/credentialprovider/keyring_test.go`` at commit
 6fbbec6ac5711b8c65a2420394b2bb2a2ccf5bff (``TestUrlsMatch``, ``TestDockerKeyringForGlob``,
 ``TestKeyringMiss``, ``TestIsDefaultRegistryMatch``, ``TestDockerKeyringLookup``,
-``TestIssue3797``), against the rules of ``keyring.go`` at commit
-4f3d0e3bde114269650781020d9b05cbd428d4ba. The Go tests append ``/foo/bar`` to the image in
-the keyring lookups; so do these.
+``TestIssue3797``), and from ``pkg/credentialprovider/plugin/plugin_test.go`` at commit
+2b02db1be88b09193d96585c4b6dd796d6b2e06c (``Test_Provide``), against the rules of
+``keyring.go`` at commit 4f3d0e3bde114269650781020d9b05cbd428d4ba. The Go tests append
+``/foo/bar`` to the image in the keyring lookups; so do these.
 """
 
 from __future__ import annotations
@@ -96,6 +97,24 @@ LOOKUPS = [
 
 # TestIssue3797: the key "https://quay.io/v1/" -> rex
 QUAY_V1 = [("quay.io", ["rex"]), ("quay.io/foo", ["rex"]), ("quay.io/foo/bar", ["rex"])]
+
+
+# plugin_test.go Test_Provide: (matchImages entry, the answer's auth key, image); the provider
+# is run for the image, and its one auth entry is what the image gets.
+PROVIDE = [
+    ("test.registry.io", "test.registry.io", "test.registry.io/foo/bar"),
+    ("test.registry.io/foo/bar", "test.registry.io/foo/bar", "test.registry.io/foo/bar"),
+    ("test.registry.io", "test.registry.io", "test.registry.io"),
+    ("*.registry.io:8080", "*.registry.io:8080", "test.registry.io:8080/foo"),
+    ("*.*.registry.io", "*.*.registry.io", "foo.bar.registry.io/foo/bar"),
+    ("*.registry.io", "*.registry.io", "test.registry.io"),
+]
+
+
+@pytest.mark.parametrize(("match", "key", "image"), PROVIDE)
+def test_provide(match: str, key: str, image: str) -> None:
+    assert urls_match(match, image)
+    assert keyring_lookup([(key, "user")], image) == ["user"]
 
 
 @pytest.mark.parametrize(("glob", "target", "expected"), URLS_MATCH, ids=str)
