@@ -115,6 +115,7 @@ def keychain(
     docker_config: PathText | None = None,
     pull_secrets: Iterable[PathText] = (),
     pod_pull_secrets: Sequence[tuple[str, str]] = (),
+    credential_providers: tuple[PathText, PathText] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Keychain:
     """The credential sources the command reads, in its precedence (``sources.py``):
@@ -122,14 +123,19 @@ def keychain(
     secrets (``pull_secrets`` paths, ``IMAGECHECK_PULL_SECRETS``, and ``pod_pull_secrets``:
     ``(.dockerconfigjson text, where it came from)`` pairs), ``DOCKER_AUTH_CONFIG``, Docker's
     config.json (``docker_config``, ``$DOCKER_CONFIG``, ``~/.docker``) with its credential
-    helpers, podman's auth.json, then anonymous. ``env`` replaces ``os.environ``. Every file
-    is read now: a broken one is a :class:`~imagecheck.errors.CredentialsError`."""
+    helpers, podman's auth.json, the kubelet's credential provider plugins
+    (``credential_providers``: its config file and plugin bin dir), then anonymous. ``env``
+    replaces ``os.environ``. Every file is read now: a broken one is a
+    :class:`~imagecheck.errors.CredentialsError`."""
     return default_keychain(
         static=credentials,
         static_registries=[registry_host(h) for h in credentials_for],
         docker_config=None if docker_config is None else os.fspath(docker_config),
         pull_secrets=[os.fspath(p) for p in pull_secrets],
         pod_pull_secrets=pod_pull_secrets,
+        credential_providers=None
+        if credential_providers is None
+        else (os.fspath(credential_providers[0]), os.fspath(credential_providers[1])),
         env=None if env is None else dict(env),
     )
 

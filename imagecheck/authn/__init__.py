@@ -3,7 +3,8 @@
 A :class:`Keychain` answers one question, the credentials for a registry host (or none).
 Every source is one: flags (:class:`StaticKeychain`), Docker's ``config.json`` and podman's
 ``auth.json`` (:class:`AuthsKeychain`), credential helpers (:class:`CredentialHelpers`),
-Kubernetes pull secrets (:class:`PullSecretKeychain`); :func:`default_keychain` composes them
+Kubernetes pull secrets (:class:`PullSecretKeychain`), the kubelet's credential provider
+plugins (:class:`CredentialProviders`); :func:`default_keychain` composes them
 in the order the tools users know apply them, and :class:`AnonymousKeychain` is the explicit
 fall-back. Nothing here sends a request to a registry.
 """
@@ -17,6 +18,7 @@ TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the 
 _EXPORTS = {
     "AnonymousKeychain": "imagecheck.authn._credentials",
     "ChainKeychain": "imagecheck.authn._credentials",
+    "CredentialProviders": "imagecheck.authn._credproviders",
     "Credentials": "imagecheck.authn._credentials",
     "Keychain": "imagecheck.authn._credentials",
     "PullSecretKeychain": "imagecheck.authn._pullsecrets",
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
         bearer_problem,
         resolve_credentials,
     )
+    from imagecheck.authn._credproviders import CredentialProviders
     from imagecheck.authn._default import default_keychain
     from imagecheck.authn._pullsecrets import PullSecretKeychain
 
@@ -44,6 +47,7 @@ if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt nam
 __all__ = [
     "AnonymousKeychain",
     "ChainKeychain",
+    "CredentialProviders",
     "Credentials",
     "Keychain",
     "PullSecretKeychain",

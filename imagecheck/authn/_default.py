@@ -6,10 +6,18 @@
 3. ``DOCKER_AUTH_CONFIG`` (a config.json as text, as GitLab CI passes it)
 4. Docker's ``config.json`` (``--docker-config``, ``$DOCKER_CONFIG``, ``~/.docker``), then
    podman's ``auth.json`` (``REGISTRY_AUTH_FILE``, ``$XDG_RUNTIME_DIR/containers/auth.json``)
-5. anonymous
+5. the kubelet's credential provider plugins (``--image-credential-provider-config`` with
+   ``--image-credential-provider-bin-dir``), run only when no source above had an answer
+6. anonymous
 
-The first source with an answer for a registry wins; within pull secrets every matching
-entry is a candidate, tried in turn as the kubelet does.
+The first source with an answer for a registry wins; within pull secrets, and within the
+plugins' answers, every matching entry is a candidate, tried in turn as the kubelet does.
+
+Why the plugins come after the Docker config files: the kubelet tries a pod's pull secrets
+first, then one keyring that merges the node's Docker config (its provider is registered
+first) with the plugins' answers, so for the same registry it offers the config's entry
+before a plugin's. Running a plugin is also the costly step (a process, a cloud API call), so
+a file that already answers spares it, as the node's own config would.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from imagecheck.authn._credentials import (
     Keychain,
     StaticKeychain,
 )
+from imagecheck.authn._credproviders import CredentialProviders
 from imagecheck.authn._helpers import CredentialHelpers
 from imagecheck.authn._pullsecrets import PullSecretKeychain, pull_secret_paths
 from imagecheck.errors import CredentialsError
@@ -60,11 +69,13 @@ def default_keychain(
     pull_secrets: Sequence[str] = (),
     pod_pull_secrets: Sequence[tuple[str, str]] = (),
     docker_config: str | None = None,
+    credential_providers: tuple[str, str] | None = None,
     env: dict[str, str] | None = None,
 ) -> Keychain:
     """The precedence chain above. Every file is read and checked now, so a broken one is a
     one-line :class:`CredentialsError` before any request. An explicitly named file that does
-    not exist is an error; a default location that does not exist is simply skipped."""
+    not exist is an error; a default location that does not exist is simply skipped.
+    ``credential_providers`` is the kubelet's ``(config file, plugin bin dir)``."""
     env = dict(os.environ) if env is None else env
     helpers = CredentialHelpers()  # one per run: each helper asked once per registry
     chain: list[Keychain] = []
@@ -94,5 +105,8 @@ def default_keychain(
         if not auth_json.exists():
             raise CredentialsError(f"REGISTRY_AUTH_FILE {auth_json} does not exist")
         chain.append(AuthsKeychain.from_file(auth_json, what="auth.json", helpers=helpers))
+    if credential_providers is not None:
+        config, bin_dir = credential_providers
+        chain.append(CredentialProviders.from_files(Path(config), Path(bin_dir)))
     chain.append(AnonymousKeychain())
     return ChainKeychain(tuple(chain))

@@ -2,6 +2,10 @@
 (:func:`run_helper`) or on the event loop (:func:`ask_helper`), its output capped and its
 answer read. The protocol is described in :mod:`imagecheck.authn._helpers`, which asks each helper
 once per server URL.
+
+The bounded runners themselves (:func:`run_capped`, :func:`run_bounded`) know nothing of the
+helper protocol: the kubelet's credential provider plugins (``_credproviders.py``) run through
+them too, so every credential program gets the same time limit, output cap and reaping.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ def run_helper(
     if path is None:
         raise CredentialsError(f"credential helper {exe} is not on PATH")
     try:
-        proc = _run_capped([path, "get"], server_url, timeout, exe)
+        proc = run_capped([path, "get"], server_url, timeout, f"credential helper {exe}")
     except subprocess.TimeoutExpired:
         raise CredentialsError(
             f"credential helper {exe} did not answer within {timeout:g}s"
@@ -75,30 +79,47 @@ _REAP_KILLED = 10.0
 
 
 async def ask_helper(name: str, server_url: str, *, timeout: float) -> HelperAnswer | None:
-    """:func:`run_helper` for the event loop: the helper runs as an asyncio subprocess in a
-    session of its own, its output is capped at ``MAX_HELPER_OUTPUT``, and when ``timeout``
-    passes or the caller is cancelled (the deadline), the helper and every process it started
-    are killed. Raises ``TimeoutError`` at ``timeout``; the caller says what that means."""
+    """:func:`run_helper` for the event loop (:func:`run_bounded`). Raises ``TimeoutError``
+    at ``timeout``; the caller says what that means."""
     exe = helper_executable(name)
     path = shutil.which(exe)
     if path is None:
         raise CredentialsError(f"credential helper {exe} is not on PATH")
+    code, stdout, stderr = await run_bounded(
+        [path, "get"], server_url.encode(), timeout=timeout, what=f"credential helper {exe}"
+    )
+    return _answer(exe, code, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
+
+
+async def run_bounded(
+    argv: list[str],
+    stdin: bytes,
+    *,
+    timeout: float,
+    what: str,
+    env: dict[str, str] | None = None,
+) -> tuple[int, bytes, bytes]:
+    """Run ``argv`` on the event loop with ``stdin`` as its input: ``(exit status, stdout,
+    stderr)``. It runs as an asyncio subprocess in a session of its own, its output is capped
+    at ``MAX_HELPER_OUTPUT`` (a :class:`CredentialsError` naming ``what``), and when
+    ``timeout`` passes or the caller is cancelled (the deadline), it and every process it
+    started are killed and reaped. Raises ``TimeoutError`` at ``timeout``."""
     try:
         proc = await asyncio.create_subprocess_exec(
-            path,
-            "get",
+            *argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            env=env,
             start_new_session=True,  # its own process group: killed with what it starts
         )
     except OSError as exc:
-        raise CredentialsError(f"credential helper {exe} could not run: {exc.strerror}") from None
+        raise CredentialsError(f"{what} could not run: {exc.strerror}") from None
     reads = [
-        asyncio.ensure_future(_read_capped(proc.stdout, exe)),
-        asyncio.ensure_future(_read_capped(proc.stderr, exe)),
+        asyncio.ensure_future(_read_capped(proc.stdout, what)),
+        asyncio.ensure_future(_read_capped(proc.stderr, what)),
     ]
-    tasks = [*reads, asyncio.ensure_future(_send(proc.stdin, server_url))]
+    tasks = [*reads, asyncio.ensure_future(_send(proc.stdin, stdin))]
     try:
         async with asyncio.timeout(timeout):
             await asyncio.gather(*tasks)
@@ -109,13 +130,13 @@ async def ask_helper(name: str, server_url: str, *, timeout: float) -> HelperAns
             task.cancel()
         await _kill(proc)
         raise
-    return _answer(exe, code, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
+    return code, stdout, stderr
 
 
-async def _send(stdin: asyncio.StreamWriter | None, text: str) -> None:
+async def _send(stdin: asyncio.StreamWriter | None, data: bytes) -> None:
     assert stdin is not None
     with contextlib.suppress(ConnectionError):  # a helper may exit without reading it
-        stdin.write(text.encode())
+        stdin.write(data)
         await stdin.drain()
         # Closed, not waited for: a cancellation in wait_closed() (the deadline) cancels the
         # future asyncio sets when the pipe closes, which then logs "Exception in callback
@@ -123,7 +144,7 @@ async def _send(stdin: asyncio.StreamWriter | None, text: str) -> None:
         stdin.close()
 
 
-async def _read_capped(stream: asyncio.StreamReader | None, exe: str) -> bytes:
+async def _read_capped(stream: asyncio.StreamReader | None, what: str) -> bytes:
     assert stream is not None
     data = await stream.read(MAX_HELPER_OUTPUT + 1)
     chunks = [data]
@@ -133,9 +154,7 @@ async def _read_capped(stream: asyncio.StreamReader | None, exe: str) -> bytes:
         chunks.append(data)
         size += len(data)
     if size > MAX_HELPER_OUTPUT:
-        raise CredentialsError(
-            f"credential helper {exe} printed more than {MAX_HELPER_OUTPUT // 1024} KiB"
-        )
+        raise CredentialsError(f"{what} printed more than {MAX_HELPER_OUTPUT // 1024} KiB")
     return b"".join(chunks)
 
 
@@ -222,21 +241,21 @@ def _answer(exe: str, returncode: int, stdout: str, stderr: str) -> HelperAnswer
     return _parse_answer(stdout, exe)
 
 
-def _run_capped(
-    argv: list[str], stdin: str, timeout: float, exe: str
+def run_capped(
+    argv: list[str], stdin: str, timeout: float, what: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout)``
     that never holds more than a helper's answer can be: stdout over ``MAX_HELPER_OUTPUT``
     bytes kills the helper (a CredentialsError); of stderr only the start is kept (read on,
     so the helper does not block on a full pipe). Text is UTF-8, invalid bytes replaced, as
     Go's JSON decoder in docker/cli reads it. Raises ``subprocess.TimeoutExpired`` and
-    ``OSError`` as ``subprocess.run`` does."""
+    ``OSError`` as ``subprocess.run`` does. ``what`` names the program in errors."""
     deadline = time.monotonic() + timeout
-    proc = subprocess.Popen(  # noqa: S603 - the helper is named by the user's config
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    proc = subprocess.Popen(  # noqa: S603 - the program is named by the user's config
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
     try:
-        out, err = _collect(proc, stdin.encode(), deadline, exe)
+        out, err = _collect(proc, stdin.encode(), deadline, what)
         proc.wait(max(0.0, deadline - time.monotonic()))
     finally:
         if proc.poll() is None:
@@ -254,13 +273,13 @@ def _run_capped(
 
 
 def _collect(
-    proc: subprocess.Popen[bytes], stdin: bytes, deadline: float, exe: str
+    proc: subprocess.Popen[bytes], stdin: bytes, deadline: float, what: str
 ) -> tuple[bytes, bytes]:
     assert proc.stdin is not None
     assert proc.stdout is not None
     assert proc.stderr is not None
     try:
-        proc.stdin.write(stdin)  # a server URL: far less than a pipe holds
+        proc.stdin.write(stdin)  # a server URL or a request: far less than a pipe holds
         proc.stdin.close()
     except BrokenPipeError:
         pass  # the helper did not read it; its answer will say so
@@ -280,8 +299,7 @@ def _collect(
                     out += data
                     if len(out) > MAX_HELPER_OUTPUT:
                         raise CredentialsError(
-                            f"credential helper {exe} printed more than "
-                            f"{MAX_HELPER_OUTPUT // 1024} KiB"
+                            f"{what} printed more than {MAX_HELPER_OUTPUT // 1024} KiB"
                         )
                 else:
                     err += data[: max(0, MAX_ERROR_BODY - len(err))]

@@ -16,7 +16,6 @@ itself. Every secret's entries go into one keyring, as the kubelet's ``BasicDock
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import Any
 
 from imagecheck.authn._configfiles import decode_auth_entry, load_json_file, parse_json_object
 from imagecheck.authn._credentials import Credentials, RegistryKey, parse_registry_key
+from imagecheck.authn._urlmatch import label_matches
 from imagecheck.errors import CredentialsError
 from imagecheck.reference import DOCKER_HUB_INDEX, Reference
 
@@ -41,7 +41,7 @@ def key_matches(key: RegistryKey, target: RegistryKey) -> bool:
         return False
     if not target.path.startswith(key.path):
         return False
-    return all(fnmatch.fnmatchcase(t, k) for k, t in zip(key_labels, target_labels, strict=True))
+    return all(label_matches(k, t) for k, t in zip(key_labels, target_labels, strict=True))
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,13 @@ def registry_options(command: Command) -> Command:
                      help="A mounted Kubernetes pull secret: a directory holding "
                      ".dockerconfigjson or .dockercfg, or the file itself (repeatable) "
                      "[env: IMAGECHECK_PULL_SECRETS]."),
+        click.option("--image-credential-provider-config", metavar="PATH",
+                     help="The kubelet's CredentialProviderConfig (a file, or a directory of "
+                     "them): run its credential provider plugins as the kubelet does. Needs "
+                     "--image-credential-provider-bin-dir."),
+        click.option("--image-credential-provider-bin-dir", metavar="DIR",
+                     help="Where the kubelet's credential provider plugins are (the kubelet's "
+                     "flag of the same name)."),
         click.option("-v", "--verbose", is_flag=True, help="Log each HTTP request to stderr."),
     ]  # fmt: skip
     return apply_options(command, options)

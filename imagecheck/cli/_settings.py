@@ -39,6 +39,8 @@ class CheckSettings:
     pull_secrets: tuple[str, ...]
     verbose: bool
     credentials_for: tuple[str, ...] = ()
+    image_credential_provider_config: str | None = None
+    image_credential_provider_bin_dir: str | None = None
     # run options (check, scan); serve has its own notion of each
     deadline: float | None = None  # None: imagecheck.run.default_deadline
     wait: float | None = None
@@ -68,7 +70,22 @@ class CheckSettings:
             docker_config=self.docker_config,
             pull_secrets=self.pull_secrets,
             pod_pull_secrets=pod_pull_secrets,
+            credential_providers=self.credential_providers(),
         )
+
+    def credential_providers(self) -> tuple[str, str] | None:
+        """The kubelet's (config, bin dir), or None. One without the other is a usage error:
+        the kubelet needs both, and half of it would silently run nothing."""
+        config = self.image_credential_provider_config
+        bin_dir = self.image_credential_provider_bin_dir
+        if bool(config) != bool(bin_dir):
+            given, missing = (
+                ("--image-credential-provider-config", "--image-credential-provider-bin-dir")
+                if config
+                else ("--image-credential-provider-bin-dir", "--image-credential-provider-config")
+            )
+            raise UsageError(f"{given} needs {missing} too")
+        return (config, bin_dir) if config and bin_dir else None
 
 
 _FIELDS = frozenset(f.name for f in fields(CheckSettings))
@@ -81,6 +98,7 @@ def start_run(params: Mapping[str, Any]) -> CheckSettings:
     set up."""
     settings = CheckSettings(**{k: v for k, v in params.items() if k in _FIELDS})
     setup_logging(settings.verbose)
+    settings.credential_providers()  # both or neither, before anything is read
     return settings
 
 
