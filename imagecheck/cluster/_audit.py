@@ -10,8 +10,13 @@
    secrets named by the workloads that use it: the objects themselves are dropped as they
    stream by, so 10,000 pods cost their triples, not their JSON. A malformed object or
    container is skipped with a log line.
-3. Read each named Secret once (``get`` per namespace and name); a 403 is one warning per
-   namespace and the check goes on with the local credentials.
+3. A pod template that names no pull secret gets its ServiceAccount's when its pods are
+   created (the ServiceAccount admission plugin, :mod:`imagecheck.kube._serviceaccount`): read
+   each such ServiceAccount once (``get serviceaccounts``) and take its ``imagePullSecrets``
+   as the template's. Pods carry theirs already and are not looked up. Then read each named
+   Secret once (``get`` per namespace and name). A ServiceAccount that does not exist is a
+   warning; a 403 is one warning per namespace, and the check goes on with the other
+   credentials.
 4. Check each distinct image once (``ImageChecker.check_many``), offering the pull secrets of
    *every* workload that uses it, then the local credentials (``--docker-config``,
    ``--username``...). Two workloads that use one image with different pull secrets: the
@@ -44,9 +49,9 @@ from imagecheck.cluster._model import (
     Kind,
     Selector,
 )
-from imagecheck.cluster._secrets import read_secrets
+from imagecheck.cluster._secrets import read_secrets, read_service_accounts
 from imagecheck.errors import ImagecheckError, InvalidReferenceError, UsageError
-from imagecheck.kube import JSON, pull_secrets
+from imagecheck.kube import JSON, pull_secrets, service_accounts
 from imagecheck.kube._workload import containers
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.registry import ClientOptions, ImageChecker
@@ -78,10 +83,12 @@ class Use:
 @dataclass
 class Inventory:
     """What the workloads hold: their uses, and per image the pull secrets (namespace,
-    name) of the workloads that use it."""
+    name) of the workloads that use it, and the ServiceAccounts (namespace, name) of those
+    whose pod templates name none."""
 
     uses: list[Use] = field(default_factory=list)
     secrets: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
+    accounts: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     skipped: int = 0  # malformed objects and containers
 
 
@@ -127,6 +134,20 @@ def _take(obj: Any, kind: Kind, inventory: Inventory, owners: set[str], *, secre
     names = pull_secrets(JSON, obj)[:MAX_SECRETS] if secrets else []
     for use in uses if names else []:
         inventory.secrets.setdefault(use.image, set()).update((namespace, n) for n in names)
+    accounts = service_accounts(obj) if secrets else []
+    for use in uses if accounts else []:
+        inventory.accounts.setdefault(use.image, set()).update((namespace, a) for a in accounts)
+
+
+async def add_account_secrets(cluster: Cluster, inventory: Inventory) -> None:
+    """Each image's ServiceAccounts' pull secrets, added to its own: what the admission plugin
+    will give the pods of the templates that name none. Each ServiceAccount is read once."""
+    wanted = set().union(*inventory.accounts.values())
+    found = await read_service_accounts(cluster, wanted) if wanted else {}
+    for image, accounts in inventory.accounts.items():
+        for key in sorted(accounts):
+            names = found.get(key, [])[:MAX_SECRETS]
+            inventory.secrets.setdefault(image, set()).update((key[0], n) for n in names)
 
 
 def _uses(
@@ -220,11 +241,13 @@ async def audit(
     deadline: float | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> AuditReport:
-    """One audit: list, read the pull secrets, check each distinct image once. ``base`` is
-    the local credentials (``run.keychain``); ``deadline`` None: ``run.default_deadline``.
+    """One audit: list, read the ServiceAccounts and pull secrets, check each distinct image
+    once. ``base`` is the local credentials (``run.keychain``); ``deadline`` None:
+    ``run.default_deadline``.
     Raises :class:`~imagecheck.cluster._model.ClusterError` when a list fails (a 403 names
     the RBAC rule)."""
     inventory = await collect(cluster, selector, extra, secrets=secrets)
+    await add_account_secrets(cluster, inventory)
     wanted = set().union(*inventory.secrets.values())
     texts = await read_secrets(cluster, wanted) if wanted else {}
     keychain = ImageSecretsKeychain(image_keychains(inventory, texts), base)

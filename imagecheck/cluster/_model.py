@@ -38,6 +38,7 @@ CRONJOB = Kind("batch/v1", "CronJob", "cronjobs")
 EVENT = Kind("v1", "Event", "events")
 LEASE = Kind("coordination.k8s.io/v1", "Lease", "leases")
 SECRET = Kind("v1", "Secret", "secrets")
+SERVICEACCOUNT = Kind("v1", "ServiceAccount", "serviceaccounts")
 # The workload kinds audit lists by default (built in; a custom resource can be named).
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 STATEFULSET = Kind("apps/v1", "StatefulSet", "statefulsets")

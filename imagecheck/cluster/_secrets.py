@@ -12,6 +12,11 @@ The two read them differently, on purpose:
 
 Both read one secret the same way (:func:`read_dockerconfig`): a secret that does not exist or
 is not a docker config is a warning with its name, never its content.
+
+audit also reads the ServiceAccounts of pod templates that name no pull secret
+(:func:`read_service_accounts`): their pods will get the ServiceAccount's
+(:mod:`imagecheck.kube._serviceaccount`). reap does not: it reads pods, which the
+ServiceAccount admission plugin has given those secrets already.
 """
 
 from __future__ import annotations
@@ -21,10 +26,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 from imagecheck._text import printable
 from imagecheck.authn import Keychain
-from imagecheck.cluster._model import SECRET, Cluster, Forbidden
+from imagecheck.cluster._model import SECRET, SERVICEACCOUNT, Cluster, Forbidden
 from imagecheck.cluster._reap import StuckPod
 from imagecheck.errors import CredentialsError
-from imagecheck.kube import dockerconfig_text
+from imagecheck.kube import dockerconfig_text, service_account_pull_secrets
 
 log = logging.getLogger("imagecheck")
 
@@ -72,6 +77,31 @@ async def read_secrets(
         if text is not None:
             texts[(namespace, name)] = text
     return texts
+
+
+async def read_service_accounts(
+    cluster: Cluster, wanted: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], list[str]]:
+    """audit's: the ``imagePullSecrets`` names of each (namespace, ServiceAccount), each read
+    once, in their order. One that does not exist, or that RBAC will not give (remembered per
+    namespace), is a warning naming it and the permission, and has none."""
+    names: dict[tuple[str, str], list[str]] = {}
+    refused: set[str] = set()
+    for namespace, account in sorted(set(wanted)):
+        where = printable(f"ServiceAccount {namespace}/{account}")
+        if namespace in refused:
+            continue
+        try:
+            obj = await cluster.get(SERVICEACCOUNT, namespace, account)
+        except Forbidden as exc:
+            refused.add(namespace)
+            log.warning("cannot read %s (%s): its pull secrets are not used", where, exc)
+            continue
+        if obj is None:
+            log.warning("%s does not exist: no pull secrets from it", where)
+            continue
+        names[(namespace, account)] = service_account_pull_secrets(obj)
+    return names
 
 
 class PodKeychains:

@@ -19,10 +19,13 @@ _EXPORTS = {
     "api_group": "imagecheck.kube._workload",
     "dockerconfig_text": "imagecheck.kube._incluster",
     "pull_secrets": "imagecheck.kube._workload",
+    "service_account_pull_secrets": "imagecheck.kube._serviceaccount",
+    "service_accounts": "imagecheck.kube._serviceaccount",
 }
 
 if TYPE_CHECKING:
     from imagecheck.kube._incluster import InCluster, KubeClient, dockerconfig_text
+    from imagecheck.kube._serviceaccount import service_account_pull_secrets, service_accounts
     from imagecheck.kube._workload import CORE_GROUPS, JSON, api_group, pull_secrets
 
 if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt name for it
@@ -37,4 +40,6 @@ __all__ = [
     "api_group",
     "dockerconfig_text",
     "pull_secrets",
+    "service_account_pull_secrets",
+    "service_accounts",
 ]

@@ -89,7 +89,7 @@ class PodImages:
 
 
 class KubeClient:
-    """Just enough of the Kubernetes API: get a pod, get a secret."""
+    """Just enough of the Kubernetes API: get a pod, a secret, a ServiceAccount."""
 
     def __init__(self, cluster: InCluster, *, timeout: float = 10.0) -> None:
         self.cluster = cluster
@@ -165,6 +165,13 @@ class KubeClient:
             f"/api/v1/namespaces/{ns}/secrets/{secret_name}", f"secret {ns}/{secret_name}"
         )
         return dockerconfig_text(secret, f"secret {ns}/{secret_name}")
+
+    def service_account(self, name: str, namespace: str) -> dict[str, Any]:
+        """A ServiceAccount as the API answers it (the webhook reads its imagePullSecrets)."""
+        return self.get(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}",
+            f"serviceaccount {namespace}/{name}",
+        )
 
 
 def dockerconfig_text(secret: Mapping[str, Any], where: str) -> str:

@@ -1,5 +1,5 @@
-"""The pull secrets a reviewed pod names (``serve --use-pod-pull-secrets``), read through the
-Kubernetes API and kept for a minute."""
+"""The pull secrets a reviewed pod names, or else its ServiceAccount's
+(``serve --use-pod-pull-secrets``), read through the Kubernetes API and kept for a minute."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from imagecheck.authn import ChainKeychain, Keychain, PullSecretKeychain
 from imagecheck.errors import ImagecheckError
 from imagecheck.kube import KubeClient
+from imagecheck.webhook._accounts import AccountSecrets
 
 log = logging.getLogger("imagecheck.webhook")
 
@@ -31,10 +32,18 @@ class PodSecrets:
 
     def __init__(self, kube: KubeClient, base: Keychain) -> None:
         self._kube, self._base = kube, base
+        self.accounts = AccountSecrets(kube)
         self._keychains: OrderedDict[tuple[str, tuple[str, ...]], tuple[float, Keychain | None]]
         self._keychains = OrderedDict()
 
-    async def keychain(self, namespace: str, names: Sequence[str]) -> Keychain | None:
+    async def keychain(
+        self, namespace: str, names: Sequence[str], accounts: Sequence[str] = ()
+    ) -> Keychain | None:
+        """``names``: the secrets the object names; ``accounts``: the ServiceAccounts of its
+        pod templates that name none, whose secrets follow (:mod:`imagecheck.webhook._accounts`)."""
+        names = list(names)
+        for account in accounts:
+            names += await self.accounts.names(namespace, account)
         names = list(dict.fromkeys(names))[: self.MAX_SECRETS]
         key = (namespace, tuple(names))
         cached = self._keychains.get(key)

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from imagecheck.kube import CORE_GROUPS, JSON, api_group, pull_secrets
+from imagecheck.kube import CORE_GROUPS, JSON, api_group, pull_secrets, service_accounts
 from imagecheck.kube._workload_json import containers
 from imagecheck.render import option_text, shown
 from imagecheck.result import CheckResult, Status
@@ -58,6 +58,9 @@ class Review:
     pull_secrets: list[str]
     # Images with a placeholder that the object's controller fills in: not checked.
     templated: list[ContainerImage] = field(default_factory=list)
+    # The ServiceAccounts of its pod templates that name no pull secret: their pods get the
+    # ServiceAccount's (imagecheck.kube._serviceaccount).
+    service_accounts: list[str] = field(default_factory=list)
 
 
 def load_json(body: bytes) -> Any:
@@ -114,7 +117,8 @@ def _pruned(body: bytes, max_depth: int) -> bytes:
 
 def parse_review(body: Any, *, secrets: bool = True) -> Review:
     """The review in ``body`` (parsed JSON). ``secrets``: look for the object's pull secrets
-    too (a second walk of the object: only a webhook that reads them needs them)."""
+    and ServiceAccounts too (more walks of the object: only a webhook that reads them needs
+    them)."""
     if not isinstance(body, dict) or body.get("kind") != "AdmissionReview":
         raise BadReview("body is not an AdmissionReview")
     if body.get("apiVersion") != API_VERSION:
@@ -136,15 +140,23 @@ def parse_review(body: Any, *, secrets: bool = True) -> Review:
     # Only a kind Kubernetes does not run itself has a controller to fill placeholders in.
     templating = api_group(_text(obj.get("apiVersion"))) not in CORE_GROUPS
     templated = [item for item in found if templating and _placeholder(item.image)]
+    secret_names, accounts = _pull_secret_sources(obj) if secrets else ([], [])
     return Review(
         uid=request["uid"],
         kind=_text(kind) or _text(obj.get("kind")),
         namespace=_text(request.get("namespace")) or _text(metadata.get("namespace")),
         name=name or _text(request.get("name")),
         images=[item for item in found if item not in templated],
-        pull_secrets=pull_secrets(JSON, obj) if secrets else [],
+        pull_secrets=secret_names,
         templated=templated,
+        service_accounts=accounts,
     )
+
+
+def _pull_secret_sources(obj: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The pull secrets the object names, and the ServiceAccounts whose secrets the pods of
+    its templates that name none will get."""
+    return pull_secrets(JSON, obj), service_accounts(obj)
 
 
 # Argo's {{...}}, Tekton's and Kubernetes' $(...), shell's ${...}: none is in a reference.

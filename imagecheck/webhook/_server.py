@@ -154,7 +154,7 @@ class Webhook:
             return None
         except Unreadable as exc:
             return exc.status, json.dumps(self._refused(exc)).encode()
-        if self.pod_secrets is not None and review.pull_secrets:
+        if self.pod_secrets is not None and (review.pull_secrets or review.service_accounts):
             return None
         images = distinct_images(review)
         answers = self.cache.answers_now(images)
@@ -234,17 +234,18 @@ class Webhook:
     async def _pod_keychain(
         self, review: Review, deadline: Deadline
     ) -> tuple[Keychain | None, Hashable]:
-        """The pod's own pull secrets (``--use-pod-pull-secrets``), if they can be read
-        within the review's deadline; else the webhook's own credentials."""
-        if self.pod_secrets is None or not review.pull_secrets:
+        """The pod's own pull secrets, or else its ServiceAccount's (``--use-pod-pull-secrets``),
+        if they can be read within the review's deadline; else the webhook's own credentials."""
+        secrets, accounts = review.pull_secrets, review.service_accounts
+        if self.pod_secrets is None or not (secrets or accounts):
             return None, None
         try:
             async with asyncio.timeout(deadline.remaining()):
-                keychain = await self.pod_secrets.keychain(review.namespace, review.pull_secrets)
+                keychain = await self.pod_secrets.keychain(review.namespace, secrets, accounts)
         except TimeoutError:
             log.warning("pull secrets not read within the deadline", extra={"uid": review.uid})
             return None, None
-        return keychain, (review.namespace, tuple(review.pull_secrets)) if keychain else None
+        return keychain, (review.namespace, tuple(secrets), tuple(accounts)) if keychain else None
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")

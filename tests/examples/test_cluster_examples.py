@@ -15,7 +15,7 @@ import pytest
 
 from imagecheck.cli import cli, listen_address
 from imagecheck.cluster._audit import WORKLOAD_KINDS
-from imagecheck.cluster._model import SECRET
+from imagecheck.cluster._model import SECRET, SERVICEACCOUNT
 from tests.examples.checks import HARDENED, check_schema
 from tests.examples.manifests import EXAMPLES, Json, optional_module, yaml
 from tests.support.tools import skip_or_fail
@@ -96,6 +96,7 @@ def test_the_cluster_role_is_what_audit_asks_for(path: Path) -> None:
                     for v in rule["verbs"]}  # fmt: skip
     wanted: set[Any] = {(k.group, k.plural, "list") for k in WORKLOAD_KINDS}
     wanted.add((SECRET.group, SECRET.plural, "get"))
+    wanted.add((SERVICEACCOUNT.group, SERVICEACCOUNT.plural, "get"))
     assert granted == wanted
     binding = by_kind("ClusterRoleBinding", path)
     assert binding["roleRef"]["name"] == by_kind("ClusterRole", path)["metadata"]["name"]

@@ -239,3 +239,28 @@ def owner(obj: dict[str, Any]) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": True,
     }
+
+
+def test_a_template_without_pull_secrets_uses_its_service_accounts(
+    kube_api: KubeAPI,
+    images: dict[str, str],
+    regcred: dict[str, Any],
+    tls_material: TLSMaterial,
+    tmp_path: Path,
+) -> None:
+    """The ServiceAccount admission plugin will give the Deployment's pods ``builder``'s pull
+    secrets: audit checks with them; without ``get serviceaccounts`` it warns and goes on."""
+    web = k8s.deployment("web-private", "shop", images["private"])
+    pod = web["spec"]["template"]["spec"]
+    del pod["imagePullSecrets"]
+    pod["serviceAccountName"] = "builder"
+    kube_api.add(web, k8s.service_account("builder", "shop", "regcred"))
+    result = audit(kube_api, tls_material, tmp_path, "-o", "json")
+    assert (result.exit_code, private_status(result)) == (0, "found"), result.output
+
+    kube_api.allow(*(("list", plural) for plural in LISTED), ("get", "secrets"))
+    result = audit(kube_api, tls_material, tmp_path, "-o", "json")
+    assert (result.exit_code, private_status(result)) == (3, "denied"), result.output
+    assert "cannot read ServiceAccount shop/builder" in result.stderr
+    assert "needs RBAC verb 'get' on resource 'serviceaccounts'" in result.stderr
+    assert regcred["data"][".dockerconfigjson"] not in result.output

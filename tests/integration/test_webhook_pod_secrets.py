@@ -122,3 +122,40 @@ def test_use_pod_pull_secrets_outside_a_cluster_is_a_usage_error(
     )
     assert done.returncode == 2
     assert "KUBERNETES_SERVICE_HOST" in done.stderr
+
+
+def test_a_template_without_pull_secrets_uses_its_service_accounts(
+    tls_material: TLSMaterial, registry_token: RegistryEndpoint, tmp_path: Path
+) -> None:
+    """The ServiceAccount admission plugin will give the Job's pods ``builder``'s pull
+    secrets: the webhook checks with them, and reads the ServiceAccount once a minute."""
+    builder = f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/builder"
+    account = {"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": "builder", "namespace": NAMESPACE},
+               "imagePullSecrets": [{"name": "absent"}, {"name": "regcred"}]}  # fmt: skip
+    api = FakeApiServer({SECRET_PATH: secret_json(registry_token), builder: account})
+    with api_server(tls_material, api):
+        env = in_cluster_env(tls_material, api, tmp_path)
+        del env["POD_NAME"]
+        with webhook(tmp_path, tls_material, env, "--use-pod-pull-secrets") as hook:
+            obj = job(registry_token, [])
+            obj["spec"]["template"]["spec"]["serviceAccountName"] = "builder"
+            assert allowed(hook, obj)
+            assert allowed(hook, obj)
+            obj["spec"]["template"]["spec"]["serviceAccountName"] = "nobody"  # 404: warned
+            assert not allowed(hook, obj)
+            api.forbidden.add(builder.replace("builder", "robot"))
+            obj["spec"]["template"]["spec"]["serviceAccountName"] = "robot"
+            assert not allowed(hook, obj)
+            time.sleep(0.2)
+            logs = [json.loads(line) for line in hook.stderr.read_text().splitlines()]
+    paths = [path for path, _ in api.seen]
+    assert paths.count(builder) == 1 and paths.count(SECRET_PATH) == 1
+    warned = {e["serviceaccount"]: e["error"] for e in logs if "serviceaccount" in e}
+    assert warned == {
+        f"{NAMESPACE}/nobody": "the ServiceAccount does not exist",
+        f"{NAMESPACE}/robot": f"forbidden: needs 'get serviceaccounts' in namespace {NAMESPACE} "
+        "(RBAC)",
+    }
+    assert registry_token.password
+    assert registry_token.password not in hook.stderr.read_text()

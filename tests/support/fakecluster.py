@@ -74,6 +74,10 @@ class FakeCluster:
     async def get(self, kind: Kind, namespace: str, name: str) -> JSON | None:
         self._check("get", kind, namespace)
         obj = self.objects.get((kind.plural, namespace, name))
+        if obj is None and (kind.plural, name) == ("serviceaccounts", "default"):
+            # The ServiceAccount controller makes "default" in every namespace.
+            obj = {"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": name, "namespace": namespace}}  # fmt: skip
         return copy.deepcopy(obj) if obj is not None else None
 
     async def patch(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any]) -> JSON:

@@ -172,6 +172,16 @@ def pull_secret(name: str, namespace: str, registry: str, username: str, passwor
     }
 
 
+def service_account(name: str, namespace: str = "default", *pull_secrets: str) -> JSON:
+    """A ServiceAccount whose ``imagePullSecrets`` name ``pull_secrets``, in order."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace},
+        "imagePullSecrets": [{"name": secret} for secret in pull_secrets],
+    }
+
+
 def deployment(
     name: str, namespace: str = "default", image: str = "registry.example.com/team/web:2.0"
 ) -> JSON:

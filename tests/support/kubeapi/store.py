@@ -40,6 +40,7 @@ RESOURCES = [
     Resource("", "v1", "pods", "Pod"),
     Resource("", "v1", "events", "Event"),
     Resource("", "v1", "secrets", "Secret"),
+    Resource("", "v1", "serviceaccounts", "ServiceAccount"),
     Resource("batch", "v1", "jobs", "Job"),
     Resource("batch", "v1", "cronjobs", "CronJob"),
     Resource("coordination.k8s.io", "v1", "leases", "Lease"),
@@ -137,6 +138,10 @@ class Store:
 
     def get(self, res: Resource, namespace: str, name: str) -> JSON:
         obj = self.objects.get((res.plural, namespace, name))
+        if obj is None and (res.plural, name) == ("serviceaccounts", "default"):
+            # The ServiceAccount controller makes "default" in every namespace.
+            meta = {"name": name, "namespace": namespace, "resourceVersion": "1"}
+            obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}
         if obj is None:
             raise ApiError(404, "NotFound", f'{res.qualified} "{name}" not found', res.plural)
         return copy.deepcopy(obj)
