@@ -10,7 +10,9 @@ msgspec decodes the lists, the checks and the renderers run on what was listed, 
 The Kubernetes API here is a stub on a loopback port (plain HTTP: the build has no CA for
 it, and TLS itself is exercised by prune.py's ``check`` runs): every list is empty except
 Deployments, which hold one whose image is on a closed port, so audit checks it and reports
-an error (exit 4). It answers GETs only, so a run that tried to write would fail.
+an error (exit 4); a ServiceAccount is one without pull secrets, as every namespace's
+``default`` is (audit reads the Deployment's). It answers GETs only, so a run that tried to
+write would fail.
 """
 
 # A build tool: it opens only http://127.0.0.1 URLs it makes.
@@ -63,6 +65,10 @@ DEPLOYMENT = {
 class _StubAPI(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
+        parts = path.strip("/").split("/")
+        if len(parts) == 6 and parts[2] == "namespaces" and parts[4] == "serviceaccounts":
+            self._answer(200, _service_account(parts[3], parts[5]))  # each namespace has one
+            return
         items = [DEPLOYMENT] if path.endswith("/deployments") else []
         body = {"kind": "List", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}}
         self._answer(200, body | {"items": items})
@@ -82,6 +88,12 @@ class _StubAPI(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the runs' own output is what the build shows
+
+
+def _service_account(namespace: str, name: str) -> dict[str, Any]:
+    """A ServiceAccount without pull secrets, as ``default`` is in every namespace."""
+    meta = {"name": name, "namespace": namespace, "resourceVersion": "1", "uid": "2"}
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}
 
 
 def expect_run(
