@@ -28,12 +28,12 @@ import json
 import os
 import subprocess
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from imagecheck._deadline import Deadline
+from imagecheck._expiring import MISS, Expiring
 from imagecheck._text import printable
 from imagecheck.authn._configfiles import parse_json_object
 from imagecheck.authn._credentials import Credentials
@@ -56,8 +56,8 @@ _Auth = tuple[tuple[str, Credentials], ...]
 class CredentialProviders:
     """The kubelet's credential provider plugins as a keychain, with the kubelet's cache:
     each answer is kept for its ``cacheKeyType`` (the image, its registry, or every image)
-    and duration; at most ``max_cached`` answers, the oldest dropped first. Runs for the same
-    (provider, image) that overlap share one process."""
+    and duration; at most ``max_cached`` answers, the least recently used dropped first.
+    Runs for the same (provider, image) that overlap share one process."""
 
     def __init__(
         self,
@@ -71,9 +71,7 @@ class CredentialProviders:
         self.providers = tuple(providers)
         self._plugins = dict(plugins)
         self.timeout = timeout
-        self._max = max_cached
-        self._clock = clock
-        self._cache: OrderedDict[tuple[str, str, str], tuple[float, _Auth]] = OrderedDict()
+        self._cache: Expiring[tuple[str, str, str], _Auth] = Expiring(max_cached, clock)
         self._inflight: dict[tuple[str, str], asyncio.Task[_Auth]] = {}
 
     @classmethod
@@ -109,15 +107,10 @@ class CredentialProviders:
 
     def _cached(self, provider: Provider, image: str) -> _Auth | None:
         """``getCachedCredentials``: by image, then registry, then global."""
-        now = self._clock()
         for key in _cache_keys(provider.name, image):
             hit = self._cache.get(key)
-            if hit is None:
-                continue
-            if now >= hit[0]:
-                del self._cache[key]
-                continue
-            return hit[1]
+            if hit is not MISS:
+                return hit
         return None
 
     def _store(self, provider: Provider, image: str, text: str) -> _Auth:
@@ -126,10 +119,7 @@ class CredentialProviders:
             duration = provider.default_cache_duration
         if duration > 0:
             key = _cache_keys(provider.name, image)[CACHE_KEY_TYPES.index(key_type)]
-            self._cache.pop(key, None)
-            self._cache[key] = (self._clock() + duration, auth)
-            while len(self._cache) > self._max:
-                self._cache.popitem(last=False)
+            self._cache.put(key, auth, duration)
         return auth
 
     # -- running a plugin ---------------------------------------------------------------------

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections import OrderedDict
 
+from imagecheck._expiring import MISS, Expiring
 from imagecheck.errors import ImagecheckError, RegistryError
 from imagecheck.kube import KubeClient, service_account_pull_secrets
 
@@ -29,16 +28,15 @@ class AccountSecrets:
     # Bounded, since any namespace may name any ServiceAccount (least recently used first out).
     MAX_ENTRIES = 1000
 
-    def __init__(self, kube: KubeClient) -> None:
+    def __init__(self, kube: KubeClient, max_entries: int = MAX_ENTRIES) -> None:
         self._kube = kube
-        self._names: OrderedDict[tuple[str, str], tuple[float, list[str]]] = OrderedDict()
+        self._names: Expiring[tuple[str, str], list[str]] = Expiring(max_entries)
 
     async def names(self, namespace: str, account: str) -> list[str]:
         key = (namespace, account)
         cached = self._names.get(key)
-        if cached is not None and cached[0] > time.monotonic():
-            self._names.move_to_end(key)
-            return cached[1]
+        if cached is not MISS:
+            return cached
         try:
             obj = await asyncio.to_thread(self._kube.service_account, account, namespace)
             names = service_account_pull_secrets(obj)
@@ -48,10 +46,7 @@ class AccountSecrets:
                 extra={"serviceaccount": f"{namespace}/{account}", "error": _why(exc, namespace)},
             )
             names = []
-        self._names[key] = (time.monotonic() + self.TTL, names)
-        self._names.move_to_end(key)
-        while len(self._names) > self.MAX_ENTRIES:
-            self._names.popitem(last=False)
+        self._names.put(key, names, self.TTL)
         return names
 
 

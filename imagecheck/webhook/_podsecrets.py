@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections import OrderedDict
 from collections.abc import Sequence
 
+from imagecheck._expiring import MISS, Expiring
 from imagecheck.authn import ChainKeychain, Keychain, PullSecretKeychain
 from imagecheck.errors import ImagecheckError
 from imagecheck.kube import KubeClient
@@ -33,8 +32,8 @@ class PodSecrets:
     def __init__(self, kube: KubeClient, base: Keychain) -> None:
         self._kube, self._base = kube, base
         self.accounts = AccountSecrets(kube)
-        self._keychains: OrderedDict[tuple[str, tuple[str, ...]], tuple[float, Keychain | None]]
-        self._keychains = OrderedDict()
+        self._keychains: Expiring[tuple[str, tuple[str, ...]], Keychain | None]
+        self._keychains = Expiring(self.MAX_ENTRIES)
 
     async def keychain(
         self, namespace: str, names: Sequence[str], accounts: Sequence[str] = ()
@@ -47,9 +46,8 @@ class PodSecrets:
         names = list(dict.fromkeys(names))[: self.MAX_SECRETS]
         key = (namespace, tuple(names))
         cached = self._keychains.get(key)
-        if cached is not None and cached[0] > time.monotonic():
-            self._keychains.move_to_end(key)
-            return cached[1]
+        if cached is not MISS:
+            return cached
         texts = []
         for name in names:
             try:
@@ -69,8 +67,5 @@ class PodSecrets:
                 log.warning("pull secrets not used", extra={"error": str(exc)})
             else:
                 chain = ChainKeychain((pod, self._base))
-        self._keychains[key] = (time.monotonic() + self.TTL, chain)
-        self._keychains.move_to_end(key)
-        while len(self._keychains) > self.MAX_ENTRIES:
-            self._keychains.popitem(last=False)
+        self._keychains.put(key, chain, self.TTL)
         return chain

@@ -114,8 +114,7 @@ async def test_the_webhook_reads_a_service_account_once_a_minute() -> None:
 @sync
 async def test_the_webhooks_cache_of_service_accounts_is_bounded() -> None:
     client = kube({f"sa{i}": account(f"sa{i}") for i in range(5)})
-    accounts = AccountSecrets(client)
-    accounts.MAX_ENTRIES = 3
+    accounts = AccountSecrets(client, max_entries=3)
     for i in range(5):
         await accounts.names("shop", f"sa{i}")
     assert len(accounts._names) == 3
