@@ -41,13 +41,18 @@ Serve = Callable[[Webhook], AbstractAsyncContextManager[int]]
 
 
 class FakeChecker:
+    """Images whose text has ``missing`` are missing, the rest found; a check takes a turn of
+    the loop, as a real one does. ``calls`` counts them."""
+
     def __init__(self) -> None:
         self.options = ClientOptions()
         self.observers: list[Callable[[str, int], None]] = []
+        self.calls = 0
 
     async def check(
         self, ref: Reference, deadline: Deadline, *, image: str, keychain: Keychain | None = None
     ) -> CheckResult:
+        self.calls += 1
         await asyncio.sleep(0)
         status = Status.MISSING if "missing" in image else Status.FOUND
         return CheckResult(image, ref, status, message=status.value)

@@ -29,18 +29,14 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from imagecheck._deadline import Deadline
-from imagecheck.authn import Keychain
 from imagecheck.cli._logs import setup_json_logging
 from imagecheck.fastpath import ENVIRONMENT_VARIABLE, Listener, handler_options
 from imagecheck.fastpath import _phases as phases_module
-from imagecheck.reference import Reference
-from imagecheck.registry import ClientOptions
-from imagecheck.result import CheckResult, Status
 from imagecheck.webhook import JsonFormatter
 from imagecheck.webhook._server import ServeSettings, Webhook
 from imagecheck.webhook._telemetry import lean_records
 from tests.support.net import free_port
+from tests.support.webhookpair import FakeChecker, post, review
 
 
 @pytest.fixture(autouse=True, params=["fast", "stock"])
@@ -56,37 +52,6 @@ fast_path_only = pytest.mark.parametrize("fastpath_mode", ["fast"], indirect=Tru
 
 FOUND = ("registry.test/app:1", "registry.test/app:2", "registry.test/db:1")
 MISSING = "registry.test/app:missing"
-
-
-class FakeChecker:
-    def __init__(self) -> None:
-        self.options = ClientOptions()
-        self.observers: list[Callable[[str, int], None]] = []
-        self.calls = 0
-
-    async def check(
-        self, ref: Reference, deadline: Deadline, *, image: str, keychain: Keychain | None = None
-    ) -> CheckResult:
-        self.calls += 1
-        await asyncio.sleep(0)
-        status = Status.MISSING if "missing" in image else Status.FOUND
-        return CheckResult(image, ref, status, message=status.value)
-
-
-def review(*images: str, uid: str = "uid-1") -> bytes:
-    containers = [{"name": f"c{i}", "image": image} for i, image in enumerate(images)]
-    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}
-    obj["spec"] = {"containers": containers}
-    request = {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "object": obj}
-    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-    return json.dumps(body).encode()
-
-
-def post(body: bytes, path: bytes = b"/validate", extra: bytes = b"") -> bytes:
-    return (
-        b"POST " + path + b" HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n" + extra
-        + b"Content-Length: %d\r\n\r\n" % len(body) + body
-    )  # fmt: skip
 
 
 GET_HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
