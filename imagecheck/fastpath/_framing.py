@@ -125,7 +125,7 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
         # A TLS transport takes 512 KiB of answers before it asks its writer to pause: held
-        # for a client that does not read them, that was most of what the connection cost.
+        # for a client that does not read them, that would be most of what it costs.
         transport.set_write_buffer_limits(high=UNREAD_ANSWERS)  # type: ignore[attr-defined]
         self._listener.connected(self._conn, self, transport)
         if self._handed_over:  # the framer is off: aiohttp's transport is the real one

@@ -13,8 +13,8 @@ that tells a request in progress from an idle connection.
 A connection has one timer, set lazily: a phase moves the connection's deadline, and the
 timer, when it fires before that, sets itself again for the rest. A new timer is made only
 when a deadline comes sooner than the timer, so a keep-alive connection answered inline
-request after request makes none (it made two a request, and a loop keeps a cancelled timer
-until it would have fired or the loop sweeps it).
+request after request makes none (a timer per request would cost memory too: a loop keeps a
+cancelled timer until it would have fired or the loop sweeps it).
 """
 
 from __future__ import annotations

@@ -4,10 +4,10 @@
 Both pause and resume the same socket: the framer while aiohttp holds a request of the
 connection or the client leaves its answers unread, aiohttp while its queue or a body's buffer
 is full. aiohttp resumes reading whenever a handler reads a body below its low-water mark,
-whoever paused it; over the bare transport that undid the framer's pause at every request, and
-a client that pipelined without reading was read into memory at each. So aiohttp is given this
-transport instead: every call goes to the real one but pausing, which is counted per owner,
-and the socket is read only while neither holds it.
+whoever paused it; over the bare transport that would undo the framer's pause at every
+request, and a client that pipelines without reading would be read into memory. So aiohttp is
+given this transport instead: every call goes to the real one but pausing, which is counted
+per owner, and the socket is read only while neither holds it.
 """
 
 from __future__ import annotations
