@@ -13,6 +13,8 @@ could be had, or where the input was wrong before any answer was asked for::
         ├── TransientError         worth another try: connection errors, 408/429/5xx
         ├── AuthenticationError    the registry or its token service refused the credentials
         ├── CertificateError       the registry's TLS certificate is not trusted
+        ├── CloudAuthError         a cloud identity gave no registry credential (STS, a
+        │                          metadata server, Azure AD, ...): refused, unreachable, odd
         ├── ProtocolError          the registry answered something that breaks the protocol
         │   └── NotTLSError        an HTTPS connection met a server that does not speak TLS
         └── DeadlineExceeded       the run's deadline ended the check
@@ -136,6 +138,16 @@ class AuthenticationError(RegistryError):
 
 class CertificateError(RegistryError):
     """The registry's TLS certificate did not verify against the trusted CAs."""
+
+
+class CloudAuthError(RegistryError):
+    """A cloud identity could not be turned into a registry credential: its token service or
+    metadata server refused it, could not be reached, or answered something unusable. Not a
+    denial by the registry (that is ``Status.DENIED``); ``temporary`` when a retry could help."""
+
+    def __init__(self, message: str, *, temporary: bool = False) -> None:
+        super().__init__(message)
+        self.temporary = temporary
 
 
 class ProtocolError(RegistryError):

@@ -29,10 +29,13 @@ from typing import Any, ParamSpec, TypeVar
 
 from imagecheck._deadline import Deadline
 from imagecheck._wait import wait_for_images
-from imagecheck.authn import Credentials, Keychain, default_keychain
+from imagecheck.authn import Credentials, Keychain, NodeSources, default_keychain
+from imagecheck.authn import node_sources as _node_sources
+from imagecheck.authn._cloud import CloudAuth
 from imagecheck.errors import InvalidReferenceError, InvalidReferencesError, UsageError
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.registry import ClientOptions, ImageChecker, Platform, Progress, parse_platform
+from imagecheck.registry._tls import trusted_context, verifying_context
 from imagecheck.result import CheckResult
 
 P = ParamSpec("P")
@@ -116,26 +119,55 @@ def keychain(
     pull_secrets: Iterable[PathText] = (),
     pod_pull_secrets: Sequence[tuple[str, str]] = (),
     credential_providers: tuple[PathText, PathText] | None = None,
+    cloud_auth: CloudAuth = "auto",
+    ca_files: Iterable[PathText] = (),
+    node: NodeSources | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Keychain:
-    """The credential sources the command reads, in its precedence (``sources.py``):
-    ``credentials`` (only for the ``credentials_for`` registries when any are named), pull
-    secrets (``pull_secrets`` paths, ``IMAGECHECK_PULL_SECRETS``, and ``pod_pull_secrets``:
-    ``(.dockerconfigjson text, where it came from)`` pairs), ``DOCKER_AUTH_CONFIG``, Docker's
-    config.json (``docker_config``, ``$DOCKER_CONFIG``, ``~/.docker``) with its credential
-    helpers, podman's auth.json, the kubelet's credential provider plugins
-    (``credential_providers``: its config file and plugin bin dir), then anonymous. ``env``
-    replaces ``os.environ``. Every file is read now: a broken one is a
-    :class:`~imagecheck.errors.CredentialsError`."""
+    """The credential sources, in their precedence (``authn/_default.py``): ``credentials``
+    (for the ``credentials_for`` registries only, when named), pull secrets (``pull_secrets``,
+    ``IMAGECHECK_PULL_SECRETS``, ``pod_pull_secrets``: (.dockerconfigjson text, source)
+    pairs), ``DOCKER_AUTH_CONFIG``, ``docker_config`` (or ``$DOCKER_CONFIG``, ``~/.docker``),
+    podman's auth.json, the node's sources (``node``, shared; else made from
+    ``credential_providers``, ``cloud_auth``, ``ca_files``: :func:`node_sources`), anonymous.
+    ``env`` replaces ``os.environ``. A broken file is a ``CredentialsError`` now."""
+    if node is None:
+        node = node_sources(
+            credential_providers=credential_providers,
+            cloud_auth=cloud_auth,
+            ca_files=ca_files,
+            env=env,
+        )
     return default_keychain(
         static=credentials,
         static_registries=[registry_host(h) for h in credentials_for],
         docker_config=None if docker_config is None else os.fspath(docker_config),
         pull_secrets=[os.fspath(p) for p in pull_secrets],
         pod_pull_secrets=pod_pull_secrets,
+        node=node,
+        env=None if env is None else dict(env),
+    )
+
+
+def node_sources(
+    *,
+    credential_providers: tuple[PathText, PathText] | None = None,
+    cloud_auth: CloudAuth = "auto",
+    ca_files: Iterable[PathText] = (),
+    env: Mapping[str, str] | None = None,
+) -> NodeSources:
+    """The node's credential sources, to build once and share between keychains: the
+    kubelet's credential provider plugins (``credential_providers``: its config file and
+    plugin bin dir) and the cloud identities (``cloud_auth``), whose endpoints are trusted as
+    registries are (``ca_files``, then ``SSL_CERT_FILE``/the system store)."""
+    paths = tuple(Path(p) for p in ca_files)
+    verifying_context(paths)  # a bad CA file is a usage error now, not at the first cloud call
+    return _node_sources(
         credential_providers=None
         if credential_providers is None
         else (os.fspath(credential_providers[0]), os.fspath(credential_providers[1])),
+        cloud_auth=cloud_auth,
+        tls=functools.partial(trusted_context, paths),
         env=None if env is None else dict(env),
     )
 
@@ -187,6 +219,7 @@ async def acheck(
     docker_config: PathText | None = None,
     pull_secrets: Iterable[PathText] = (),
     pod_pull_secrets: Sequence[tuple[str, str]] = (),
+    cloud_auth: CloudAuth = "auto",
     env: Mapping[str, str] | None = None,
 ) -> list[CheckResult]:
     """Check that each image exists in its registry; one result per image, in input order.
@@ -206,7 +239,9 @@ async def acheck(
       hosts allowed credentials over plain HTTP).
     - ``ca_files``: extra PEM CA files to trust (``SSL_CERT_FILE``/``SSL_CERT_DIR`` too).
     - ``denied_as_missing``: a denial after a successful login counts as missing.
-    - ``credentials`` ... ``env``: the credential sources, see :func:`keychain`.
+    - ``credentials`` ... ``env``: the credential sources, see :func:`keychain`;
+      ``cloud_auth``: ``"auto"`` gets a credential for a cloud's registry from the cloud
+      identity the process has (EKS, GKE, AKS workload identity), ``"off"`` never does.
 
     Raises :class:`~imagecheck.errors.UsageError` for bad options or an unusable credential
     source, :class:`~imagecheck.errors.InvalidReferencesError` for invalid references, both
@@ -233,6 +268,8 @@ async def acheck(
         docker_config=docker_config,
         pull_secrets=pull_secrets,
         pod_pull_secrets=pod_pull_secrets,
+        cloud_auth=cloud_auth,
+        ca_files=ca_files,
         env=env,
     )
     return await check_parsed(

@@ -4,7 +4,8 @@ A :class:`Keychain` answers one question, the credentials for a registry host (o
 Every source is one: flags (:class:`StaticKeychain`), Docker's ``config.json`` and podman's
 ``auth.json`` (:class:`AuthsKeychain`), credential helpers (:class:`CredentialHelpers`),
 Kubernetes pull secrets (:class:`PullSecretKeychain`), the kubelet's credential provider
-plugins (:class:`CredentialProviders`); :func:`default_keychain` composes them
+plugins (:class:`CredentialProviders`), the cloud identities (:class:`CloudKeychain`);
+:func:`default_keychain` composes them
 in the order the tools users know apply them, and :class:`AnonymousKeychain` is the explicit
 fall-back. Nothing here sends a request to a registry.
 """
@@ -18,16 +19,20 @@ TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the 
 _EXPORTS = {
     "AnonymousKeychain": "imagecheck.authn._credentials",
     "ChainKeychain": "imagecheck.authn._credentials",
+    "CloudKeychain": "imagecheck.authn._cloud",
     "CredentialProviders": "imagecheck.authn._credproviders",
     "Credentials": "imagecheck.authn._credentials",
     "Keychain": "imagecheck.authn._credentials",
+    "NodeSources": "imagecheck.authn._default",
     "PullSecretKeychain": "imagecheck.authn._pullsecrets",
     "bearer_problem": "imagecheck.authn._credentials",
     "default_keychain": "imagecheck.authn._default",
+    "node_sources": "imagecheck.authn._default",
     "resolve_credentials": "imagecheck.authn._credentials",
 }
 
 if TYPE_CHECKING:
+    from imagecheck.authn._cloud import CloudKeychain
     from imagecheck.authn._credentials import (
         AnonymousKeychain,
         ChainKeychain,
@@ -37,7 +42,7 @@ if TYPE_CHECKING:
         resolve_credentials,
     )
     from imagecheck.authn._credproviders import CredentialProviders
-    from imagecheck.authn._default import default_keychain
+    from imagecheck.authn._default import NodeSources, default_keychain, node_sources
     from imagecheck.authn._pullsecrets import PullSecretKeychain
 
 if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt name for it
@@ -47,11 +52,14 @@ if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt nam
 __all__ = [
     "AnonymousKeychain",
     "ChainKeychain",
+    "CloudKeychain",
     "CredentialProviders",
     "Credentials",
     "Keychain",
+    "NodeSources",
     "PullSecretKeychain",
     "bearer_problem",
     "default_keychain",
+    "node_sources",
     "resolve_credentials",
 ]

@@ -8,10 +8,16 @@
    podman's ``auth.json`` (``REGISTRY_AUTH_FILE``, ``$XDG_RUNTIME_DIR/containers/auth.json``)
 5. the kubelet's credential provider plugins (``--image-credential-provider-config`` with
    ``--image-credential-provider-bin-dir``), run only when no source above had an answer
-6. anonymous
+6. the cloud identity the process has (``--cloud-auth auto``, the default; ``_cloud.py``),
+   for a registry of that cloud only
+7. anonymous
 
 The first source with an answer for a registry wins; within pull secrets, and within the
 plugins' answers, every matching entry is a candidate, tried in turn as the kubelet does.
+
+The plugins and the cloud identity are the node's sources, not the pod's: a process that
+builds a keychain per pod (``reap``, the webhook) builds them once (:func:`node_sources`) and
+shares them, so their caches carry from pod to pod.
 
 Why the plugins come after the Docker config files: the kubelet tries a pod's pull secrets
 first, then one keyring that merges the node's Docker config (its provider is registered
@@ -24,8 +30,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from imagecheck.authn._cloud import CloudAuth, CloudKeychain
+from imagecheck.authn._cloudhttp import CloudHTTP, TLSFactory
 from imagecheck.authn._configfiles import AuthsKeychain
 from imagecheck.authn._credentials import (
     AnonymousKeychain,
@@ -62,6 +71,38 @@ def auth_json_path(env: dict[str, str] | None = None) -> Path | None:
     return None
 
 
+@dataclass(frozen=True)
+class NodeSources:
+    """The credential sources of the node rather than the pod, built once per process."""
+
+    providers: CredentialProviders | None = None
+    cloud: CloudKeychain | None = None
+
+    def keychains(self) -> list[Keychain]:
+        return [k for k in (self.providers, self.cloud) if k is not None]
+
+
+def node_sources(
+    *,
+    credential_providers: tuple[str, str] | None = None,
+    cloud_auth: CloudAuth = "auto",
+    tls: TLSFactory | None = None,
+    env: dict[str, str] | None = None,
+) -> NodeSources:
+    """The kubelet's plugins (``credential_providers``: its config file and plugin bin dir,
+    read and checked now) and the cloud identities (unless ``cloud_auth`` is ``off``),
+    reaching cloud endpoints with ``tls``'s contexts."""
+    providers = None
+    if credential_providers is not None:
+        config, bin_dir = credential_providers
+        providers = CredentialProviders.from_files(Path(config), Path(bin_dir))
+    cloud = None
+    if cloud_auth != "off":
+        http = CloudHTTP() if tls is None else CloudHTTP(tls=tls)
+        cloud = CloudKeychain(env, http=http)
+    return NodeSources(providers, cloud)
+
+
 def default_keychain(
     *,
     static: Credentials | None = None,
@@ -70,12 +111,16 @@ def default_keychain(
     pod_pull_secrets: Sequence[tuple[str, str]] = (),
     docker_config: str | None = None,
     credential_providers: tuple[str, str] | None = None,
+    cloud_auth: CloudAuth = "auto",
+    node: NodeSources | None = None,
     env: dict[str, str] | None = None,
 ) -> Keychain:
     """The precedence chain above. Every file is read and checked now, so a broken one is a
     one-line :class:`CredentialsError` before any request. An explicitly named file that does
     not exist is an error; a default location that does not exist is simply skipped.
-    ``credential_providers`` is the kubelet's ``(config file, plugin bin dir)``."""
+    ``node`` is the node's sources, shared; without it they are made from
+    ``credential_providers`` (the kubelet's ``(config file, plugin bin dir)``) and
+    ``cloud_auth``."""
     env = dict(os.environ) if env is None else env
     helpers = CredentialHelpers()  # one per run: each helper asked once per registry
     chain: list[Keychain] = []
@@ -105,8 +150,10 @@ def default_keychain(
         if not auth_json.exists():
             raise CredentialsError(f"REGISTRY_AUTH_FILE {auth_json} does not exist")
         chain.append(AuthsKeychain.from_file(auth_json, what="auth.json", helpers=helpers))
-    if credential_providers is not None:
-        config, bin_dir = credential_providers
-        chain.append(CredentialProviders.from_files(Path(config), Path(bin_dir)))
+    if node is None:
+        node = node_sources(
+            credential_providers=credential_providers, cloud_auth=cloud_auth, env=env
+        )
+    chain.extend(node.keychains())
     chain.append(AnonymousKeychain())
     return ChainKeychain(tuple(chain))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from imagecheck.authn._cloud import CLOUD_AUTH_MODES
 from imagecheck.cli._settings import DEFAULT_TERMINATION_LOG
 from imagecheck.cli._types import Count, MirrorPair, PlatformChoice, RegistryHost, Seconds
 from imagecheck.registry import ClientOptions
@@ -102,6 +103,14 @@ def registry_options(command: Command) -> Command:
         click.option("--image-credential-provider-bin-dir", metavar="DIR",
                      help="Where the kubelet's credential provider plugins are (the kubelet's "
                      "flag of the same name)."),
+        click.option("--cloud-auth", type=click.Choice(CLOUD_AUTH_MODES, case_sensitive=False),
+                     default="auto",
+                     envvar="IMAGECHECK_CLOUD_AUTH", show_default=True,
+                     help="auto: for a registry of AWS ECR, Google Artifact/Container Registry "
+                     "or Azure ACR, when no other credential matched, get one from this "
+                     "process's cloud identity (EKS Pod Identity or IRSA, GKE Workload "
+                     "Identity, AKS Workload Identity or a managed identity); off: never "
+                     "[env: IMAGECHECK_CLOUD_AUTH]."),
         click.option("-v", "--verbose", is_flag=True, help="Log each HTTP request to stderr."),
     ]  # fmt: skip
     return apply_options(command, options)

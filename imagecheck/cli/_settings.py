@@ -11,12 +11,13 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from imagecheck.authn import Credentials, Keychain
+from imagecheck.authn import Credentials, Keychain, NodeSources
+from imagecheck.authn._cloud import CloudAuth
 from imagecheck.cli._logs import setup_logging
 from imagecheck.errors import UsageError
 from imagecheck.exitcodes import OnError
 from imagecheck.registry import ClientOptions
-from imagecheck.run import client_options, keychain
+from imagecheck.run import client_options, keychain, node_sources
 
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 
@@ -41,6 +42,7 @@ class CheckSettings:
     credentials_for: tuple[str, ...] = ()
     image_credential_provider_config: str | None = None
     image_credential_provider_bin_dir: str | None = None
+    cloud_auth: CloudAuth = "auto"
     # run options (check, scan); serve has its own notion of each
     deadline: float | None = None  # None: imagecheck.run.default_deadline
     wait: float | None = None
@@ -70,7 +72,18 @@ class CheckSettings:
             docker_config=self.docker_config,
             pull_secrets=self.pull_secrets,
             pod_pull_secrets=pod_pull_secrets,
+            node=self.node,
+        )
+
+    @functools.cached_property
+    def node(self) -> NodeSources:
+        """The node's credential sources (the kubelet's plugins, the cloud identities), made
+        once, so that every keychain a command builds (one per pod for reap and serve) shares
+        their caches."""
+        return node_sources(
             credential_providers=self.credential_providers(),
+            cloud_auth=self.cloud_auth,
+            ca_files=self.ca_files,
         )
 
     def credential_providers(self) -> tuple[str, str] | None:

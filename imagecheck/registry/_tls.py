@@ -78,6 +78,14 @@ def verifying_context(ca_files: Sequence[Path] = ()) -> ssl.SSLContext:
     return ctx
 
 
+def trusted_context(ca_files: Sequence[Path] = ()) -> ssl.SSLContext:
+    """A verifying context with ``ca_files`` and the system store (or ``SSL_CERT_FILE``/
+    ``SSL_CERT_DIR``) loaded at once: for an endpoint that is always HTTPS."""
+    ctx = verifying_context(ca_files)
+    load_system_trust(ctx)
+    return ctx
+
+
 def load_system_trust(ctx: ssl.SSLContext) -> None:
     """Add ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set, else the system store, else certifi
     (which httpx already depends on).

@@ -15,6 +15,10 @@ from typing import Any
 from tests.support.endpoint import RegistryEndpoint
 from tests.support.peak import launched, peak_kib
 
+# The cloud identities' variables (AWS_*, GOOGLE_*/GCE_*, AZURE_*, IMDS overrides): a test
+# sets the ones it means, and none of the machine's leaks into a run.
+CLOUD_ENV = ("AWS_", "GOOGLE_", "GCE_", "CLOUDSDK_", "AZURE_", "IDENTITY_", "MSI_", "IMDS_")
+
 
 @dataclass(frozen=True)
 class Run:
@@ -53,7 +57,7 @@ def run_cli(
 def cli_env(home: Path, env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment :func:`run_cli` gives the CLI: the outer one without credentials or
     registry settings, ``HOME`` at ``home``, then ``env``."""
-    dropped = ("DOCKER_", "IMAGECHECK_", "REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR")
+    dropped = ("DOCKER_", "IMAGECHECK_", "REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR", *CLOUD_ENV)
     kept = "IMAGECHECK_FASTPATH"  # the mode a test runs in (conftest's fastpath_mode)
     full_env = {k: v for k, v in os.environ.items() if k == kept or not k.startswith(dropped)}
     full_env["HOME"] = str(home)
