@@ -117,7 +117,21 @@ class CloudHTTP:
             raise CloudAuthError(f"{what}: invalid URL: {printable(str(exc))}") from None
         except httpx.TransportError as exc:
             reason = printable(str(exc))[:_REASON_MAX] or type(exc).__name__
-            raise CloudAuthError(f"cannot reach {what}: {reason}", temporary=True) from None
+            untrusted = _untrusted(exc)  # a certificate will not verify on a retry either
+            raise CloudAuthError(
+                f"cannot reach {what}: {reason}", temporary=not untrusted
+            ) from None
+
+
+def _untrusted(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(8):  # the cause chain httpx and httpcore build is a few links long
+        if seen is None:
+            return False
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def answer_reason(answer: CloudAnswer, detail: str = "") -> str:
