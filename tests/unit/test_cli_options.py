@@ -128,3 +128,44 @@ def test_bad_numbers_exit_2_in_one_line(command: str, option: str, value: str) -
 def test_seconds_take_numbers_and_durations(option: str, value: str, seconds: float) -> None:
     param = next(p for p in check.params if p.opts[-1] == option)
     assert param.type.convert(value, param, None) == seconds
+
+
+@pytest.mark.parametrize("command", ["check", "scan", "serve", "audit", "reap"])
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        pytest.param(["--cloud-auth", "sometimes"], {}, id="flag"),
+        pytest.param([], {"IMAGECHECK_CLOUD_AUTH": "never"}, id="env"),
+    ],
+)
+def test_a_bad_cloud_auth_exits_2_in_one_line(
+    command: str, args: list[str], env: dict[str, str]
+) -> None:
+    operands = {"check": ["example.test/app:1"], "scan": ["-"]}.get(command, [])
+    result = CliRunner().invoke(cli, [command, *args, *operands], env=env)
+    assert result.exit_code == 2, result.output
+    # click's usage error, as for every choice: the usage, then one line that says it all
+    [line] = [text for text in result.stderr.splitlines() if text.startswith("Error:")]
+    assert "--cloud-auth" in line
+    assert "'auto'" in line and "'off'" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "mode"),
+    [
+        pytest.param([], {}, "auto", id="default"),
+        pytest.param(["--cloud-auth", "OFF"], {}, "off", id="flag-any-case"),
+        pytest.param([], {"IMAGECHECK_CLOUD_AUTH": "off"}, "off", id="env"),
+        pytest.param(
+            ["--cloud-auth", "auto"], {"IMAGECHECK_CLOUD_AUTH": "off"}, "auto", id="flag-wins"
+        ),
+    ],
+)
+def test_cloud_auth_is_read_from_the_flag_then_the_environment(
+    args: list[str], env: dict[str, str], mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("IMAGECHECK_CLOUD_AUTH", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    ctx = check.make_context("check", [*args, "example.test/app:1"])
+    assert ctx.params["cloud_auth"] == mode
