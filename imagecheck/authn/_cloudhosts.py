@@ -68,6 +68,7 @@ configuration, not a shape, and is not matched here.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from dataclasses import dataclass, replace
 
@@ -177,18 +178,36 @@ _GCR_ALIASES = frozenset({_GCR, "container.cloud.google.com"})
 # Every class is spelled out ([0-9], not \d): Python's \d and \w also match non-ASCII digits
 # and letters, which would let a look-alike through.
 _LABEL = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?"
-_ECR = re.compile(
-    r"(?P<account>[0-9]{12})\.(?P<infix>dkr\.ecr|dkr-ecr)(?P<fips>-fips)?"
-    r"\.(?P<region>[a-z]+(?:-[a-z]+)+-[0-9]+)\.(?P<suffix>.+)"
-)
 _LOCATION = r"[a-z]+(?:-[a-z]+[0-9]+)?"  # "us", "europe", "europe-west10"
-_ARTIFACT = re.compile(
-    rf"(?P<location>{_LOCATION})-docker\.pkg\.dev|docker\.(?P<regional>{_LOCATION})\.rep\.pkg\.dev"
-)
-_GCR_HOST = re.compile(rf"(?:{_LABEL}\.)?gcr\.io")
-_ACR = re.compile(r"(?P<name>[a-z0-9]{5,50})\.(?P<suffix>azurecr\.[a-z]+)")
-_HOST = re.compile(rf"{_LABEL}(?:\.{_LABEL})+")
-_PORT = re.compile(r"[1-9][0-9]{0,4}")
+
+
+class _Patterns:
+    """The shapes, compiled on first use: a run that meets no cloud host never pays for it."""
+
+    def __init__(self) -> None:
+        self.ecr = re.compile(
+            r"(?P<account>[0-9]{12})\.(?P<infix>dkr\.ecr|dkr-ecr)(?P<fips>-fips)?"
+            r"\.(?P<region>[a-z]+(?:-[a-z]+)+-[0-9]+)\.(?P<suffix>.+)"
+        )
+        self.artifact = re.compile(
+            rf"(?P<location>{_LOCATION})-docker\.pkg\.dev"
+            rf"|docker\.(?P<regional>{_LOCATION})\.rep\.pkg\.dev"
+        )
+        self.gcr_host = re.compile(rf"(?:{_LABEL}\.)?gcr\.io")
+        self.acr = re.compile(r"(?P<name>[a-z0-9]{5,50})\.(?P<suffix>azurecr\.[a-z]+)")
+        self.host = re.compile(rf"{_LABEL}(?:\.{_LABEL})+")
+        self.port = re.compile(r"[1-9][0-9]{0,4}")
+
+
+@functools.cache
+def _patterns() -> _Patterns:
+    return _Patterns()
+
+
+# Every accepted host ends with one of these: a test that costs nothing before any pattern.
+_ENDINGS = (
+    *_ECR_SUFFIXES, *_ECR_PUBLIC, *_ACR_SUFFIXES, *_GCR_ALIASES, ".gcr.io", ".pkg.dev",
+)  # fmt: skip
 _PORT_MAX = 65535
 _LABEL_MAX = 63
 _HOST_MAX = 253
@@ -198,9 +217,11 @@ def cloud_registry(host: str) -> CloudRegistry | None:
     """The cloud registry ``host`` (``name[:port]``) is exactly, or None (see the module
     docstring)."""
     name, sep, port_text = host.partition(":")
+    if not name.endswith(_ENDINGS):
+        return None
     port: int | None = None
     if sep:
-        if not _PORT.fullmatch(port_text) or int(port_text) > _PORT_MAX:
+        if not _patterns().port.fullmatch(port_text) or int(port_text) > _PORT_MAX:
             return None
         port = int(port_text)
     if not _plain_host(name):
@@ -212,7 +233,7 @@ def cloud_registry(host: str) -> CloudRegistry | None:
 def _plain_host(host: str) -> bool:
     """A lowercase DNS name of two labels or more: no brackets, no userinfo, no
     trailing dot, each label within DNS's limit."""
-    if len(host) > _HOST_MAX or not _HOST.fullmatch(host):
+    if len(host) > _HOST_MAX or not _patterns().host.fullmatch(host):
         return False
     return all(len(label) <= _LABEL_MAX for label in host.split("."))
 
@@ -220,7 +241,7 @@ def _plain_host(host: str) -> bool:
 def _aws(host: str) -> CloudRegistry | None:
     if host in _ECR_PUBLIC:
         return CloudRegistry(Service.ECR_PUBLIC, host, dns_suffix=host)
-    match = _ECR.fullmatch(host)
+    match = _patterns().ecr.fullmatch(host)
     if match is None:
         return None
     suffix = _ECR_SUFFIXES.get(match["suffix"])
@@ -253,9 +274,9 @@ def _partition(region: str) -> str:
 def _google(host: str) -> CloudRegistry | None:
     if host in _GCR_ALIASES:
         return CloudRegistry(Service.CONTAINER_REGISTRY, host, dns_suffix=host)
-    if _GCR_HOST.fullmatch(host):
+    if _patterns().gcr_host.fullmatch(host):
         return CloudRegistry(Service.CONTAINER_REGISTRY, host, dns_suffix=_GCR)
-    match = _ARTIFACT.fullmatch(host)
+    match = _patterns().artifact.fullmatch(host)
     if match is None:
         return None
     location = match["location"] or match["regional"]
@@ -263,7 +284,7 @@ def _google(host: str) -> CloudRegistry | None:
 
 
 def _azure(host: str) -> CloudRegistry | None:
-    match = _ACR.fullmatch(host)
+    match = _patterns().acr.fullmatch(host)
     if match is None or match["suffix"] not in _ACR_SUFFIXES:
         return None
     return CloudRegistry(Service.ACR, host, dns_suffix=match["suffix"], name=match["name"])
