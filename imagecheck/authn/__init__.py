@@ -29,6 +29,7 @@ _EXPORTS = {
     "default_keychain": "imagecheck.authn._default",
     "node_sources": "imagecheck.authn._default",
     "resolve_credentials": "imagecheck.authn._credentials",
+    "unanswered": "imagecheck.authn._credentials",
 }
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         Keychain,
         bearer_problem,
         resolve_credentials,
+        unanswered,
     )
     from imagecheck.authn._credproviders import CredentialProviders
     from imagecheck.authn._default import NodeSources, default_keychain, node_sources
@@ -62,4 +64,5 @@ __all__ = [
     "default_keychain",
     "node_sources",
     "resolve_credentials",
+    "unanswered",
 ]

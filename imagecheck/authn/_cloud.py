@@ -60,6 +60,7 @@ EXPIRY_MARGIN = 60.0
 # Where Linux shows the machine's DMI (SMBIOS) strings: the vendor says which cloud runs it.
 DMI_DIR = Path("/sys/class/dmi/id")
 
+_CLOUD_NAMES = {Cloud.AWS: "AWS", Cloud.GOOGLE: "Google", Cloud.AZURE: "Azure"}
 _SOURCES = {
     Cloud.AWS: "imagecheck.authn._aws",
     Cloud.GOOGLE: "imagecheck.authn._google",
@@ -155,6 +156,18 @@ class CloudKeychain:
                         registry.address, exc)  # fmt: skip
             return (kept.credentials,)
         return (token.credentials,)
+
+    def unanswered(self, reference: Reference) -> str | None:
+        """For a cloud's registry and no identity of that cloud here: say so. The kubelet pulls
+        with the node's identity, so an anonymous denial is no verdict on the image."""
+        registry = cloud_registry(reference.registry)
+        if registry is None or self._source(registry.cloud).identity(registry) is not None:
+            return None
+        return (
+            f"no {_CLOUD_NAMES[registry.cloud]} identity in this process to ask "
+            f"{registry.host} with: the kubelet pulls with the node's identity, which "
+            "imagecheck does not have (give the pod a workload identity to check with)"
+        )
 
     def _applies(
         self, reference: Reference

@@ -105,6 +105,17 @@ async def resolve_credentials(
     return keychain.resolve(reference)
 
 
+def unanswered(keychain: Keychain, reference: Reference) -> str | None:
+    """Why ``keychain`` offered nothing for a registry that then refused anonymous access, when
+    one of its sources knows (an optional ``unanswered`` method): "no AWS identity in this
+    process", where the kubelet would have had the node's. None when nothing is known."""
+    explain = getattr(keychain, "unanswered", None)
+    if explain is None:
+        return None
+    reason: str | None = explain(reference)
+    return reason
+
+
 class AnonymousKeychain:
     """Offers nothing: every request goes anonymous."""
 
@@ -147,6 +158,13 @@ class ChainKeychain:
             if found:
                 return found
         return ()
+
+    def unanswered(self, reference: Reference) -> str | None:
+        for keychain in self.keychains:
+            reason = unanswered(keychain, reference)
+            if reason is not None:
+                return reason
+        return None
 
 
 @dataclass(frozen=True, slots=True)

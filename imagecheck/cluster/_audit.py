@@ -36,7 +36,13 @@ import httpx
 
 from imagecheck._deadline import Deadline
 from imagecheck._text import printable
-from imagecheck.authn import Credentials, Keychain, PullSecretKeychain, resolve_credentials
+from imagecheck.authn import (
+    Credentials,
+    Keychain,
+    PullSecretKeychain,
+    resolve_credentials,
+    unanswered,
+)
 from imagecheck.cluster._model import (
     CRONJOB,
     DAEMONSET,
@@ -219,6 +225,9 @@ class ImageSecretsKeychain:
         own = self.by_image.get(_key(reference))
         found = own.resolve(reference) if own else ()
         return found or await resolve_credentials(self.base, reference, deadline)
+
+    def unanswered(self, reference: Reference) -> str | None:
+        return unanswered(self.base, reference)
 
 
 @dataclass(frozen=True)

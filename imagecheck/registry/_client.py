@@ -29,7 +29,13 @@ import httpx
 from imagecheck._capped import MAX_ERROR_BODY, MAX_MANIFEST_SIZE, bound_body
 from imagecheck._deadline import Deadline
 from imagecheck._version import __version__
-from imagecheck.authn import AnonymousKeychain, Credentials, Keychain, resolve_credentials
+from imagecheck.authn import (
+    AnonymousKeychain,
+    Credentials,
+    Keychain,
+    resolve_credentials,
+    unanswered,
+)
 from imagecheck.errors import AuthenticationError, RegistryError, TransientError
 from imagecheck.reference import Reference
 from imagecheck.registry._auth import RegistryAuth, TokenCache
@@ -202,6 +208,12 @@ class ImageChecker:
             return CheckResult(
                 image, ref, status, message=str(exc), registry=ref.api_host, hint=exc.hint
             )
+        if result.status is Status.DENIED and not creds:
+            reason = unanswered(keys, ref)
+            if reason is not None:
+                # Refused anonymously where the kubelet would have had a credential: no
+                # verdict on the image, so an error (which on-error pass lets through).
+                return replace(result, status=Status.ERROR, message=f"{result.message}; {reason}")
         if result.status is Status.DENIED and self.options.denied_as_missing:
             # Docker Hub (for missing repositories) and Artifactory virtual repositories deny
             # what does not exist; the token exchange succeeded, so call it missing.

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +29,12 @@ from tests.support.endpoint import TOKEN_ISSUER, TOKEN_SERVICE, USERNAME, Regist
 from tests.support.images import seed_samples
 from tests.support.kubeapi import KubeAPI
 from tests.support.pki import TLSMaterial, make_tls_material, make_token_signer
-from tests.support.registry import LocalRegistry, TokenAuthSettings, find_registry_binary
+from tests.support.registry import (
+    LocalRegistry,
+    TokenAuthSettings,
+    bcrypt_line,
+    find_registry_binary,
+)
 from tests.support.tokenserver import TokenServer
 from tests.support.tools import skip_or_fail
 
@@ -91,7 +95,7 @@ def registry_basic(
     workdir = tmp_path_factory.mktemp("registry-basic")
     password = secrets.token_hex(12)
     htpasswd = workdir / "htpasswd"
-    htpasswd.write_text(_bcrypt_line(USERNAME, password), encoding="utf-8")
+    htpasswd.write_text(bcrypt_line(USERNAME, password), encoding="utf-8")
     registry = LocalRegistry(
         workdir,
         storage=registry_plain.registry.storage,
@@ -194,15 +198,3 @@ def kube_api(_kube_api_server: KubeAPI) -> KubeAPI:
     objects, every verb allowed, no writes logged. ``kube_api.kubeconfig`` points at it."""
     _kube_api_server.reset()
     return _kube_api_server
-
-
-def _bcrypt_line(username: str, password: str) -> str:
-    # Distribution reads only bcrypt entries from an htpasswd file.
-    result = subprocess.run(
-        ["htpasswd", "-Bbn", username, password],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    )
-    return result.stdout.strip() + "\n"

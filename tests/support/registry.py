@@ -305,3 +305,15 @@ def render_config(
             f"    rootcertbundle: {q(str(token.rootcertbundle))}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def bcrypt_line(username: str, password: str) -> str:
+    """An htpasswd line for ``username``: Distribution reads only bcrypt entries."""
+    result = subprocess.run(
+        ["htpasswd", "-Bbn", username, password],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    return result.stdout.strip() + "\n"

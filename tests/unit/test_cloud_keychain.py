@@ -223,3 +223,12 @@ def test_a_check_of_another_registry_imports_no_cloud_source() -> None:
     loaded = done.stdout
     for module in ("_aws", "_google", "_azure", "_sigv4"):
         assert f"imagecheck.authn.{module}'" not in loaded
+
+
+def test_it_says_why_it_had_nothing_only_for_a_cloud_registry_with_no_identity() -> None:
+    ecr = parse_reference(f"{ECR}/app:1")
+    reason = keychain(FakeSource(who=None)).unanswered(ecr)
+    assert reason is not None
+    assert reason.startswith(f"no AWS identity in this process to ask {ECR} with")
+    assert keychain(FakeSource()).unanswered(ecr) is None  # it had one: a real denial
+    assert keychain(FakeSource(who=None)).unanswered(parse_reference("docker.io/x:1")) is None
