@@ -11,6 +11,7 @@ fail-fast settings, the hardened initContainer, its args against the main image)
 * The IAM policies are IAM policy documents (grammar, no duplicate keys), grant what README
   says imagecheck needs on the repositories the examples check, and the IRSA trust policy names
   the example's ServiceAccount; every policy a comment names exists.
+* README and examples/README.md link every file here.
 """
 
 from __future__ import annotations
@@ -247,3 +248,15 @@ def test_the_pod_identity_trust_policy_trusts_eks_pod_identity() -> None:
     assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     # TagSession too: the agent tags the session with the cluster, namespace and account.
     assert sorted(listed(statement["Action"])) == ["sts:AssumeRole", "sts:TagSession"]
+
+
+# --- Where users find them ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("readme", [REPO / "README.md", EXAMPLES / "README.md"],
+                         ids=["README.md", "examples/README.md"])  # fmt: skip
+def test_the_readmes_link_every_cloud_example(readme: Path) -> None:
+    links = set(re.findall(r"\]\(([^)#\s]+)\)", readme.read_text(encoding="utf-8")))
+    linked = {(readme.parent / link).resolve() for link in links}
+    for path in sorted(CLOUD.iterdir()):
+        assert path.resolve() in linked, f"{readme.name} does not link {path.name}"
