@@ -40,7 +40,7 @@ from typing import Literal, Protocol
 
 from imagecheck._deadline import Deadline
 from imagecheck._expiring import MISS, Expiring
-from imagecheck.authn._cloudhosts import Cloud, CloudRegistry, cloud_registry
+from imagecheck.authn._cloudhosts import Cloud, CloudRegistry, Service, cloud_registry
 from imagecheck.authn._cloudhttp import CloudHTTP
 from imagecheck.authn._credentials import Credentials
 from imagecheck.errors import CloudAuthError
@@ -60,6 +60,10 @@ EXPIRY_MARGIN = 60.0
 # Where Linux shows the machine's DMI (SMBIOS) strings: the vendor says which cloud runs it.
 DMI_DIR = Path("/sys/class/dmi/id")
 
+# Registries whose every repository is public (ECR Public): anonymous pulls are what the
+# kubelet does there, so a flow that fails leaves the check anonymous rather than failing it,
+# and an anonymous refusal is the registry's answer about the image.
+PUBLIC_SERVICES = frozenset({Service.ECR_PUBLIC})
 _CLOUD_NAMES = {Cloud.AWS: "AWS", Cloud.GOOGLE: "Google", Cloud.AZURE: "Azure"}
 _SOURCES = {
     Cloud.AWS: "imagecheck.authn._aws",
@@ -150,18 +154,25 @@ class CloudKeychain:
         try:
             token = await self._fetch(key, registry, source, deadline)
         except CloudAuthError as exc:
-            if kept is MISS:
-                raise
-            log.warning("renewing the credential for %s failed, the current one still holds: %s",
-                        registry.address, exc)  # fmt: skip
-            return (kept.credentials,)
+            if kept is not MISS:
+                log.warning("renewing the credential for %s failed, the current one still holds:"
+                            " %s", registry.address, exc)  # fmt: skip
+                return (kept.credentials,)
+            if registry.service in PUBLIC_SERVICES:
+                log.warning(
+                    "no credential for %s, asking it anonymously: %s", registry.address, exc
+                )
+                return ()
+            raise
         return (token.credentials,)
 
     def unanswered(self, reference: Reference) -> str | None:
         """For a cloud's registry and no identity of that cloud here: say so. The kubelet pulls
         with the node's identity, so an anonymous denial is no verdict on the image."""
         registry = cloud_registry(reference.registry)
-        if registry is None or self._source(registry.cloud).identity(registry) is not None:
+        if registry is None or registry.service in PUBLIC_SERVICES:
+            return None
+        if self._source(registry.cloud).identity(registry) is not None:
             return None
         return (
             f"no {_CLOUD_NAMES[registry.cloud]} identity in this process to ask "

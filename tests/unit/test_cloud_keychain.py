@@ -232,3 +232,15 @@ def test_it_says_why_it_had_nothing_only_for_a_cloud_registry_with_no_identity()
     assert reason.startswith(f"no AWS identity in this process to ask {ECR} with")
     assert keychain(FakeSource()).unanswered(ecr) is None  # it had one: a real denial
     assert keychain(FakeSource(who=None)).unanswered(parse_reference("docker.io/x:1")) is None
+
+
+def test_ecr_public_is_asked_anonymously_when_the_flow_fails(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every ECR Public repository is public, and the kubelet pulls them anonymously."""
+    source = FakeSource(error=CloudAuthError("ECR Public refused: AccessDenied"))
+    with caplog.at_level(logging.WARNING):
+        assert ask(keychain(source), "public.ecr.aws/nginx/nginx:1") == ()
+    assert "asking it anonymously: ECR Public refused" in caplog.text
+    no_identity = keychain(FakeSource(who=None))
+    assert no_identity.unanswered(parse_reference("public.ecr.aws/nginx/nginx:1")) is None
