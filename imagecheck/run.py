@@ -29,8 +29,8 @@ from typing import Any, ParamSpec, TypeVar
 
 from imagecheck._deadline import Deadline
 from imagecheck._wait import wait_for_images
-from imagecheck.authn import Credentials, Keychain, NodeSources, default_keychain
-from imagecheck.authn import node_sources as _node_sources
+from imagecheck.authn import Credentials, Keychain, SharedSources, default_keychain
+from imagecheck.authn import shared_sources as _shared_sources
 from imagecheck.authn._cloud import CloudAuth
 from imagecheck.errors import InvalidReferenceError, InvalidReferencesError, UsageError
 from imagecheck.reference import Reference, parse_reference
@@ -121,18 +121,18 @@ def keychain(
     credential_providers: tuple[PathText, PathText] | None = None,
     cloud_auth: CloudAuth = "auto",
     ca_files: Iterable[PathText] = (),
-    node: NodeSources | None = None,
+    shared: SharedSources | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Keychain:
     """The credential sources, in their precedence (``authn/_default.py``): ``credentials``
     (for the ``credentials_for`` registries only, when named), pull secrets (``pull_secrets``,
     ``IMAGECHECK_PULL_SECRETS``, ``pod_pull_secrets``: (.dockerconfigjson text, source)
     pairs), ``DOCKER_AUTH_CONFIG``, ``docker_config`` (or ``$DOCKER_CONFIG``, ``~/.docker``),
-    podman's auth.json, the node's sources (``node``, shared; else made from
-    ``credential_providers``, ``cloud_auth``, ``ca_files``: :func:`node_sources`), anonymous.
+    podman's auth.json, the shared sources (``shared``; else made from
+    ``credential_providers``, ``cloud_auth``, ``ca_files``: :func:`shared_sources`), anonymous.
     ``env`` replaces ``os.environ``. A broken file is a ``CredentialsError`` now."""
-    if node is None:
-        node = node_sources(
+    if shared is None:
+        shared = shared_sources(
             credential_providers=credential_providers,
             cloud_auth=cloud_auth,
             ca_files=ca_files,
@@ -144,25 +144,25 @@ def keychain(
         docker_config=None if docker_config is None else os.fspath(docker_config),
         pull_secrets=[os.fspath(p) for p in pull_secrets],
         pod_pull_secrets=pod_pull_secrets,
-        node=node,
+        shared=shared,
         env=None if env is None else dict(env),
     )
 
 
-def node_sources(
+def shared_sources(
     *,
     credential_providers: tuple[PathText, PathText] | None = None,
     cloud_auth: CloudAuth = "auto",
     ca_files: Iterable[PathText] = (),
     env: Mapping[str, str] | None = None,
-) -> NodeSources:
-    """The node's credential sources, to build once and share between keychains: the
+) -> SharedSources:
+    """The process's own credential sources, to build once and share between keychains: the
     kubelet's credential provider plugins (``credential_providers``: its config file and
     plugin bin dir) and the cloud identities (``cloud_auth``), whose endpoints are trusted as
     registries are (``ca_files``, then ``SSL_CERT_FILE``/the system store)."""
     paths = tuple(Path(p) for p in ca_files)
     verifying_context(paths)  # a bad CA file is a usage error now, not at the first cloud call
-    return _node_sources(
+    return _shared_sources(
         credential_providers=None
         if credential_providers is None
         else (os.fspath(credential_providers[0]), os.fspath(credential_providers[1])),

@@ -23,11 +23,11 @@ _EXPORTS = {
     "CredentialProviders": "imagecheck.authn._credproviders",
     "Credentials": "imagecheck.authn._credentials",
     "Keychain": "imagecheck.authn._credentials",
-    "NodeSources": "imagecheck.authn._default",
+    "SharedSources": "imagecheck.authn._default",
     "PullSecretKeychain": "imagecheck.authn._pullsecrets",
     "bearer_problem": "imagecheck.authn._credentials",
     "default_keychain": "imagecheck.authn._default",
-    "node_sources": "imagecheck.authn._default",
+    "shared_sources": "imagecheck.authn._default",
     "resolve_credentials": "imagecheck.authn._credentials",
     "unanswered": "imagecheck.authn._credentials",
 }
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
         unanswered,
     )
     from imagecheck.authn._credproviders import CredentialProviders
-    from imagecheck.authn._default import NodeSources, default_keychain, node_sources
+    from imagecheck.authn._default import SharedSources, default_keychain, shared_sources
     from imagecheck.authn._pullsecrets import PullSecretKeychain
 
 if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt name for it
@@ -58,11 +58,11 @@ __all__ = [
     "CredentialProviders",
     "Credentials",
     "Keychain",
-    "NodeSources",
     "PullSecretKeychain",
+    "SharedSources",
     "bearer_problem",
     "default_keychain",
-    "node_sources",
     "resolve_credentials",
+    "shared_sources",
     "unanswered",
 ]

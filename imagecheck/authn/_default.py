@@ -15,9 +15,9 @@
 The first source with an answer for a registry wins; within pull secrets, and within the
 plugins' answers, every matching entry is a candidate, tried in turn as the kubelet does.
 
-The plugins and the cloud identity are the node's sources, not the pod's: a process that
-builds a keychain per pod (``reap``, the webhook) builds them once (:func:`node_sources`) and
-shares them, so their caches carry from pod to pod.
+The plugins and the cloud identity belong to the process, not to a pod it checks: a process
+that builds a keychain per pod (``reap``, the webhook) builds them once
+(:func:`shared_sources`) and shares them, so their caches carry from pod to pod.
 
 Why the plugins come after the Docker config files: the kubelet tries a pod's pull secrets
 first, then one keyring that merges the node's Docker config (its provider is registered
@@ -72,8 +72,9 @@ def auth_json_path(env: dict[str, str] | None = None) -> Path | None:
 
 
 @dataclass(frozen=True)
-class NodeSources:
-    """The credential sources of the node rather than the pod, built once per process."""
+class SharedSources:
+    """The credential sources every keychain of a process shares (the kubelet's plugins, the
+    cloud identity), built once, so that their caches carry from one pod or check to the next."""
 
     providers: CredentialProviders | None = None
     cloud: CloudKeychain | None = None
@@ -82,13 +83,13 @@ class NodeSources:
         return [k for k in (self.providers, self.cloud) if k is not None]
 
 
-def node_sources(
+def shared_sources(
     *,
     credential_providers: tuple[str, str] | None = None,
     cloud_auth: CloudAuth = "auto",
     tls: TLSFactory | None = None,
     env: dict[str, str] | None = None,
-) -> NodeSources:
+) -> SharedSources:
     """The kubelet's plugins (``credential_providers``: its config file and plugin bin dir,
     read and checked now) and the cloud identities (unless ``cloud_auth`` is ``off``),
     reaching cloud endpoints with ``tls``'s contexts."""
@@ -100,7 +101,7 @@ def node_sources(
     if cloud_auth != "off":
         http = CloudHTTP() if tls is None else CloudHTTP(tls=tls)
         cloud = CloudKeychain(env, http=http)
-    return NodeSources(providers, cloud)
+    return SharedSources(providers, cloud)
 
 
 def default_keychain(
@@ -112,13 +113,13 @@ def default_keychain(
     docker_config: str | None = None,
     credential_providers: tuple[str, str] | None = None,
     cloud_auth: CloudAuth = "auto",
-    node: NodeSources | None = None,
+    shared: SharedSources | None = None,
     env: dict[str, str] | None = None,
 ) -> Keychain:
     """The precedence chain above. Every file is read and checked now, so a broken one is a
     one-line :class:`CredentialsError` before any request. An explicitly named file that does
     not exist is an error; a default location that does not exist is simply skipped.
-    ``node`` is the node's sources, shared; without it they are made from
+    ``shared`` is the process's shared sources; without it they are made from
     ``credential_providers`` (the kubelet's ``(config file, plugin bin dir)``) and
     ``cloud_auth``."""
     env = dict(os.environ) if env is None else env
@@ -150,10 +151,10 @@ def default_keychain(
         if not auth_json.exists():
             raise CredentialsError(f"REGISTRY_AUTH_FILE {auth_json} does not exist")
         chain.append(AuthsKeychain.from_file(auth_json, what="auth.json", helpers=helpers))
-    if node is None:
-        node = node_sources(
+    if shared is None:
+        shared = shared_sources(
             credential_providers=credential_providers, cloud_auth=cloud_auth, env=env
         )
-    chain.extend(node.keychains())
+    chain.extend(shared.keychains())
     chain.append(AnonymousKeychain())
     return ChainKeychain(tuple(chain))

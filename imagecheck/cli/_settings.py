@@ -11,13 +11,13 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from imagecheck.authn import Credentials, Keychain, NodeSources
+from imagecheck.authn import Credentials, Keychain, SharedSources
 from imagecheck.authn._cloud import CloudAuth
 from imagecheck.cli._logs import setup_logging
 from imagecheck.errors import UsageError
 from imagecheck.exitcodes import OnError
 from imagecheck.registry import ClientOptions
-from imagecheck.run import client_options, keychain, node_sources
+from imagecheck.run import client_options, keychain, shared_sources
 
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 
@@ -72,15 +72,15 @@ class CheckSettings:
             docker_config=self.docker_config,
             pull_secrets=self.pull_secrets,
             pod_pull_secrets=pod_pull_secrets,
-            node=self.node,
+            shared=self.shared,
         )
 
     @functools.cached_property
-    def node(self) -> NodeSources:
-        """The node's credential sources (the kubelet's plugins, the cloud identities), made
-        once, so that every keychain a command builds (one per pod for reap and serve) shares
-        their caches."""
-        return node_sources(
+    def shared(self) -> SharedSources:
+        """The process's shared credential sources (the kubelet's plugins, the cloud
+        identity), made once, so that every keychain a command builds (one per pod for reap
+        and serve) shares their caches."""
+        return shared_sources(
             credential_providers=self.credential_providers(),
             cloud_auth=self.cloud_auth,
             ca_files=self.ca_files,

@@ -18,14 +18,14 @@ from imagecheck._deadline import Deadline
 from imagecheck.authn import (
     CloudKeychain,
     Credentials,
-    NodeSources,
+    SharedSources,
     default_keychain,
     resolve_credentials,
 )
 from imagecheck.authn._cloud import CloudToken
 from imagecheck.authn._cloudhosts import Cloud, CloudRegistry
 from imagecheck.authn._cloudhttp import CloudHTTP
-from imagecheck.authn._default import node_sources
+from imagecheck.authn._default import shared_sources
 from imagecheck.errors import CloudAuthError
 from imagecheck.reference import parse_reference
 
@@ -189,8 +189,8 @@ def test_an_explicit_credential_wins_and_the_cloud_is_not_asked(tmp_path: Path) 
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"auths": {ECR: {"auth": "dXNlcjpwYXNz"}}}), encoding="utf-8")
     source = FakeSource()
-    node = NodeSources(cloud=keychain(source))
-    chain = default_keychain(docker_config=str(config), env={}, node=node)
+    shared = SharedSources(cloud=keychain(source))
+    chain = default_keychain(docker_config=str(config), env={}, shared=shared)
 
     def first(image: str) -> Credentials:
         ref = parse_reference(image)
@@ -203,8 +203,8 @@ def test_an_explicit_credential_wins_and_the_cloud_is_not_asked(tmp_path: Path) 
 
 
 def test_off_leaves_the_cloud_out() -> None:
-    assert node_sources(cloud_auth="off", env={}).cloud is None
-    assert isinstance(node_sources(cloud_auth="auto", env={}).cloud, CloudKeychain)
+    assert shared_sources(cloud_auth="off", env={}).cloud is None
+    assert isinstance(shared_sources(cloud_auth="auto", env={}).cloud, CloudKeychain)
 
 
 def test_a_check_of_another_registry_imports_no_cloud_source() -> None:
