@@ -72,7 +72,7 @@ import functools
 import re
 from dataclasses import dataclass, replace
 
-__all__ = ["Cloud", "CloudRegistry", "Service", "cloud_registry"]
+__all__ = ["AWS_REGION", "Cloud", "CloudRegistry", "Service", "aws_partition", "cloud_registry"]
 
 
 class Cloud(enum.Enum):
@@ -178,6 +178,8 @@ _GCR_ALIASES = frozenset({_GCR, "container.cloud.google.com"})
 # Every class is spelled out ([0-9], not \d): Python's \d and \w also match non-ASCII digits
 # and letters, which would let a look-alike through.
 _LABEL = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?"
+# An AWS region name, "us-east-1" or "us-gov-west-1": also what an AWS_REGION must look like.
+AWS_REGION = r"[a-z]+(?:-[a-z]+)+-[0-9]+"
 _LOCATION = r"[a-z]+(?:-[a-z]+[0-9]+)?"  # "us", "europe", "europe-west10"
 
 
@@ -187,7 +189,7 @@ class _Patterns:
     def __init__(self) -> None:
         self.ecr = re.compile(
             r"(?P<account>[0-9]{12})\.(?P<infix>dkr\.ecr|dkr-ecr)(?P<fips>-fips)?"
-            r"\.(?P<region>[a-z]+(?:-[a-z]+)+-[0-9]+)\.(?P<suffix>.+)"
+            rf"\.(?P<region>{AWS_REGION})\.(?P<suffix>.+)"
         )
         self.artifact = re.compile(
             rf"(?P<location>{_LOCATION})-docker\.pkg\.dev"
@@ -245,7 +247,7 @@ def _aws(host: str) -> CloudRegistry | None:
     if match is None:
         return None
     suffix = _ECR_SUFFIXES.get(match["suffix"])
-    partition = _partition(match["region"])
+    partition = aws_partition(match["region"])
     if suffix is None or match["infix"] not in suffix.infixes:
         return None
     if partition not in suffix.partitions:
@@ -262,7 +264,7 @@ def _aws(host: str) -> CloudRegistry | None:
     )
 
 
-def _partition(region: str) -> str:
+def aws_partition(region: str) -> str:
     """The AWS partition of a region name, by prefix as the SDKs' ``regionRegex`` has it; any
     other well-formed region is the commercial partition, so a new one needs no change."""
     for prefix, partition in _REGION_PARTITIONS:
