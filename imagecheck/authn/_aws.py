@@ -202,8 +202,8 @@ def _authorization(answer: CloudAnswer, endpoint: Endpoint, api: _Api) -> tuple[
         data = data[0] if isinstance(data, list) and data else None
     if not isinstance(data, dict):
         raise CloudAuthError(f"{what} holds no authorizationData")
-    token, expires_at = data.get("authorizationToken"), data.get("expiresAt")
-    if not isinstance(token, str) or not _number(expires_at):
+    token, expires_at = data.get("authorizationToken"), _seconds(data.get("expiresAt"))
+    if not isinstance(token, str) or expires_at is None:
         raise CloudAuthError(f"{what} holds no authorizationToken and expiresAt")
     try:
         decoded = base64.b64decode(token, validate=True).decode("utf-8")
@@ -212,11 +212,14 @@ def _authorization(answer: CloudAnswer, endpoint: Endpoint, api: _Api) -> tuple[
     username, _, password = decoded.partition(":")
     if not (username and password):
         raise CloudAuthError(f"{what} holds an authorizationToken that is not user:password")
-    return username, password, float(expires_at)  # type: ignore[arg-type]
+    return username, password, expires_at
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _seconds(value: object) -> float | None:
+    """A JSON number as a float; None for anything else (``true`` is not a time)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
 
 
 def _shown_source(session: AwsSession, registry: CloudRegistry, api: _Api) -> str:
@@ -232,7 +235,9 @@ def _shown_source(session: AwsSession, registry: CloudRegistry, api: _Api) -> st
     return text
 
 
-def _refusal(answer: CloudAnswer, endpoint: Endpoint, api: _Api, session: AwsSession) -> Exception:
+def _refusal(
+    answer: CloudAnswer, endpoint: Endpoint, api: _Api, session: AwsSession
+) -> CloudAuthError:
     code, message = _error(answer)
     detail = redact(": ".join(p for p in (code, message) if p), session.secrets)
     text = (
