@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import re
 import subprocess
 import sys
 import zipfile
@@ -27,6 +28,8 @@ from tests.support.tools import ROOT
 
 PACKAGE = "imagecheck"
 BUILD_TIMEOUT = 300.0
+# A dotted name inside the package, as importlib.import_module takes it.
+_MODULE_NAME = re.compile(rf"{PACKAGE}(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 class Wheel:
@@ -119,7 +122,10 @@ def _console_script_modules(entry_points: str) -> Iterator[str]:
 def _imports(module: str, source: str) -> Iterator[tuple[str, bool]]:
     """Every module ``module`` imports, at any depth (imports inside functions count), each
     with whether it must be a module: ``from package import name`` may name a submodule or
-    an attribute. The package uses absolute imports only (relative ones are refused)."""
+    an attribute. The package uses absolute imports only (relative ones are refused).
+
+    A string that is a module's whole dotted name counts too: ``importlib.import_module``
+    reaches modules so (the cloud sources, by ``authn/_cloud.py``'s ``_SOURCES``)."""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             yield from ((alias.name, True) for alias in node.names)
@@ -128,6 +134,8 @@ def _imports(module: str, source: str) -> Iterator[tuple[str, bool]]:
             base = str(node.module)
             yield base, True
             yield from ((f"{base}.{alias.name}", False) for alias in node.names)
+        elif isinstance(node, ast.Constant) and _MODULE_NAME.fullmatch(str(node.value)):
+            yield str(node.value), False
 
 
 def _closure(roots: set[str], sources: dict[str, str]) -> tuple[set[str], set[str]]:
