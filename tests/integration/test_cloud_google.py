@@ -17,78 +17,43 @@ from pathlib import Path
 import pytest
 
 from tests.support.clirun import Run
-from tests.support.cloudnet import NameServer, make_cloud_tls
 from tests.support.cloudstandin import Fault
-from tests.support.endpoint import TOKEN_ISSUER, TOKEN_SERVICE, RegistryEndpoint
+from tests.support.endpoint import RegistryEndpoint
 from tests.support.googlecloud import (
+    GOOGLE_HOSTS,
     SERVICE_ACCOUNT,
+    GoogleRegistry,
     GoogleSTS,
     IAMCredentials,
     MetadataServer,
     google_error,
+    google_registry,
     metadata_reply,
     subject_jwt,
     write_external_account,
 )
-from tests.support.pki import TLSMaterial, make_token_signer
-from tests.support.registry import LocalRegistry, TokenAuthSettings
-from tests.support.tokenserver import TokenServer
 
-HOSTS = ("us-docker.pkg.dev", "gcr.io")
 FOUND = "private/secret:1.0"
 MISSING = "private/secret:9.9.9"
 NEEDS = "which needs roles/artifactregistry.reader on the repository"
 
 
-@dataclass(frozen=True)
-class GoogleRegistry:
-    """The registry under its Google names, its token server, the names, and the CA that
-    signed every certificate here (registry, token server, STS, IAM Credentials)."""
-
-    port: int
-    token_server: TokenServer
-    names: NameServer
-    tls: TLSMaterial
-
-    def ref(self, name: str, host: str = HOSTS[0]) -> str:
-        return f"{host}:{self.port}/{name}"
-
-
 @pytest.fixture(scope="module")
-def google_registry(
+def google_site(
     registry_binary: str,
     registry_plain: RegistryEndpoint,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[GoogleRegistry]:
     work = tmp_path_factory.mktemp("google-registry")
-    tls = make_cloud_tls(work / "pki", HOSTS)
-    signer = make_token_signer(work / "signer")
-    server = TokenServer(
-        ssl_context=tls.server_context(), signer=signer, service=TOKEN_SERVICE, issuer=TOKEN_ISSUER
-    )
-    with server:
-        settings = TokenAuthSettings(
-            realm=server.realm,
-            service=TOKEN_SERVICE,
-            issuer=TOKEN_ISSUER,
-            rootcertbundle=signer.root_bundle,
-        )
-        registry = LocalRegistry(
-            work / "registry",
-            storage=registry_plain.registry.storage,
-            tls=tls.server,
-            token=settings,
-            binary=registry_binary,
-        )
-        with registry:
-            yield GoogleRegistry(registry.port, server, NameServer(work, HOSTS), tls)
+    with google_registry(work, registry_plain.registry.storage, registry_binary) as site:
+        yield site
 
 
 @pytest.fixture(scope="module")
 def stand_ins(
-    google_registry: GoogleRegistry,
+    google_site: GoogleRegistry,
 ) -> Iterator[tuple[MetadataServer, GoogleSTS, IAMCredentials]]:
-    context = google_registry.tls.server_context()
+    context = google_site.tls.server_context()
     with (
         MetadataServer() as metadata,
         GoogleSTS(context) as sts,
@@ -120,7 +85,7 @@ class Pod:
 @pytest.fixture(params=["metadata", "federation", "impersonation"])
 def pod(
     request: pytest.FixtureRequest,
-    google_registry: GoogleRegistry,
+    google_site: GoogleRegistry,
     stand_ins: tuple[MetadataServer, GoogleSTS, IAMCredentials],
     tmp_path: Path,
 ) -> Pod:
@@ -128,7 +93,6 @@ def pod(
     metadata, sts, iam = stand_ins
     for stand_in in stand_ins:
         stand_in.reset()
-    google_registry.token_server.reset()
     if request.param == "metadata":
         env = {"GCE_METADATA_HOST": metadata.host, "KUBERNETES_SERVICE_HOST": "10.0.0.1"}
         found = Pod(env, metadata.access_token, SERVICE_ACCOUNT, metadata, sts, iam)
@@ -147,7 +111,7 @@ def pod(
         token, identity = (iam.access_token, SERVICE_ACCOUNT) if url else (sts.access_token, "")
         identity = identity or f"federated from {token_file}"
         found = Pod(env, token, identity, metadata, sts, iam, token_file)
-    google_registry.token_server.users = {"oauth2accesstoken": found.token}
+    google_site.accept_only(found.token)
     return found
 
 
@@ -162,41 +126,41 @@ def check(
 
 
 def test_found_under_both_names_with_one_flow(
-    google_registry: GoogleRegistry, pod: Pod, tmp_path: Path
+    google_site: GoogleRegistry, pod: Pod, tmp_path: Path
 ) -> None:
-    images = [google_registry.ref(FOUND, host) for host in HOSTS]
-    run = check(google_registry, pod, tmp_path, *images)
+    images = [google_site.ref(FOUND, host) for host in GOOGLE_HOSTS]
+    run = check(google_site, pod, tmp_path, *images)
     assert run.code == 0, run.stdout + run.stderr
     assert run.stdout.count("found ") == 2
     # One access token for every Google registry: one flow for both names.
     assert len(pod.metadata.token_requests()) == (1 if "GCE_METADATA_HOST" in pod.env else 0)
     assert len(pod.sts.requests) == (0 if "GCE_METADATA_HOST" in pod.env else 1)
-    users = {r.headers.get("authorization", "")[:6] for r in google_registry.token_server.requests}
+    users = {r.headers.get("authorization", "")[:6] for r in google_site.token_server.requests}
     assert users == {"Basic "}
 
 
-def test_a_missing_tag_exits_1(google_registry: GoogleRegistry, pod: Pod, tmp_path: Path) -> None:
-    run = check(google_registry, pod, tmp_path, google_registry.ref(MISSING, "gcr.io"))
+def test_a_missing_tag_exits_1(google_site: GoogleRegistry, pod: Pod, tmp_path: Path) -> None:
+    run = check(google_site, pod, tmp_path, google_site.ref(MISSING, "gcr.io"))
     assert run.code == 1, run.stdout + run.stderr
     assert run.stdout.startswith("missing ")
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_cloud_auth_off_is_anonymous_so_denied(
-    google_registry: GoogleRegistry, pod: Pod, tmp_path: Path, how: str
+    google_site: GoogleRegistry, pod: Pod, tmp_path: Path, how: str
 ) -> None:
-    image = google_registry.ref(FOUND)
+    image = google_site.ref(FOUND)
     if how == "flag":
-        run = check(google_registry, pod, tmp_path, "--cloud-auth", "off", image)
+        run = check(google_site, pod, tmp_path, "--cloud-auth", "off", image)
     else:
-        run = check(google_registry, pod, tmp_path, image, env={"IMAGECHECK_CLOUD_AUTH": "off"})
+        run = check(google_site, pod, tmp_path, image, env={"IMAGECHECK_CLOUD_AUTH": "off"})
     assert run.code == 3, run.stdout + run.stderr
     assert "anonymously" in run.stdout
     assert pod.metadata.requests == [] and pod.sts.requests == []
 
 
 def test_a_refusal_by_the_cloud_is_an_error_naming_the_identity(
-    google_registry: GoogleRegistry, pod: Pod, tmp_path: Path
+    google_site: GoogleRegistry, pod: Pod, tmp_path: Path
 ) -> None:
     if "GCE_METADATA_HOST" in pod.env:
         pod.metadata.fail_next(Fault(reply=metadata_reply(403, b"Forbidden")), times=5)
@@ -212,17 +176,17 @@ def test_a_refusal_by_the_cloud_is_an_error_naming_the_identity(
         pod.token_file.write_text(subject_jwt(lifetime=-60))
         said = f"gave no token for the subject token in {pod.token_file}"
         named = "HTTP 400: invalid_grant"
-    run = check(google_registry, pod, tmp_path, google_registry.ref(FOUND))
+    run = check(google_site, pod, tmp_path, google_site.ref(FOUND))
     assert run.code == 4, run.stdout + run.stderr
     assert said in run.stdout and named in run.stdout
-    assert google_registry.token_server.requests == []  # nothing reached the registry's side
+    assert google_site.token_server.requests == []  # nothing reached the registry's side
 
 
 def test_a_refusal_by_the_registry_names_the_identity_and_what_it_needs(
-    google_registry: GoogleRegistry, pod: Pod, tmp_path: Path
+    google_site: GoogleRegistry, pod: Pod, tmp_path: Path
 ) -> None:
-    google_registry.token_server.users = {"oauth2accesstoken": secrets.token_urlsafe(16)}
-    run = check(google_registry, pod, tmp_path, google_registry.ref(FOUND))
+    google_site.token_server.users = {"oauth2accesstoken": secrets.token_urlsafe(16)}
+    run = check(google_site, pod, tmp_path, google_site.ref(FOUND))
     assert run.code == 3, run.stdout + run.stderr
     assert f"refused credentials from the pod's Google identity {pod.identity}" in run.stdout
     assert NEEDS in run.stdout
@@ -230,11 +194,11 @@ def test_a_refusal_by_the_registry_names_the_identity_and_what_it_needs(
 
 @pytest.mark.parametrize("pod", ["federation"], indirect=True)
 def test_an_unusable_token_file_is_a_usage_error_naming_it(
-    google_registry: GoogleRegistry, pod: Pod, tmp_path: Path
+    google_site: GoogleRegistry, pod: Pod, tmp_path: Path
 ) -> None:
     assert pod.token_file is not None
     pod.token_file.write_text("")
-    run = check(google_registry, pod, tmp_path, google_registry.ref(FOUND))
+    run = check(google_site, pod, tmp_path, google_site.ref(FOUND))
     assert run.code == 2, run.stdout + run.stderr
     assert f"the subject token file {pod.token_file} holds no token" in run.stderr
     assert pod.sts.requests == []

@@ -22,8 +22,10 @@ faults for the next requests):
   https://cloud.google.com/iam/docs/reference/credentials/rest/v1/projects.serviceAccounts/generateAccessToken
 
 Each issues one fixed access token (``access_token``, settable: a token that rotates), so a
-registry can be told to accept exactly that one. :func:`oauth_error` and :func:`google_error`
-make the error replies tests inject with :meth:`~CloudStandIn.fail_next`.
+registry can be told to accept exactly that one: :func:`google_registry` runs the real
+registry in token mode under ``us-docker.pkg.dev`` and ``gcr.io`` for the end-to-end tests.
+:func:`oauth_error` and :func:`google_error` make the error replies tests inject with
+:meth:`~CloudStandIn.fail_next`.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ import secrets
 import ssl
 import time
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +48,12 @@ from imagecheck._deadline import Deadline
 from imagecheck.authn._cloudhosts import CloudRegistry, cloud_registry
 from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP
 from imagecheck.errors import CloudAuthError
+from tests.support.cloudnet import NameServer, make_cloud_tls
 from tests.support.cloudstandin import CloudStandIn, Received, Reply
+from tests.support.endpoint import TOKEN_ISSUER, TOKEN_SERVICE
+from tests.support.pki import TLSMaterial, make_token_signer
+from tests.support.registry import LocalRegistry, TokenAuthSettings
+from tests.support.tokenserver import TokenServer
 
 ACCOUNT_PATH = "/computeMetadata/v1/instance/service-accounts/default"
 TOKEN_PATH = f"{ACCOUNT_PATH}/token"
@@ -353,8 +361,52 @@ class RecordingHTTP(CloudHTTP):
         raise CloudAuthError(f"cannot reach {what}: recorded, not sent", temporary=True)
 
 
-def google_registry(host: str) -> CloudRegistry:
+def google_host(host: str) -> CloudRegistry:
     """The classifier's answer for a Google registry ``host`` (which must be one)."""
     found = cloud_registry(host)
     assert found is not None, host
     return found
+
+
+GOOGLE_HOSTS = ("us-docker.pkg.dev", "gcr.io")
+
+
+@dataclass(frozen=True)
+class GoogleRegistry:
+    """The registry under Google's names (:data:`GOOGLE_HOSTS`, each with its port), its
+    token server, the names (:class:`NameServer`), and the TLS material whose CA signed the
+    registry's, the token server's and any stand-in's certificate made from it."""
+
+    port: int
+    token_server: TokenServer
+    names: NameServer
+    tls: TLSMaterial
+
+    def ref(self, name: str, host: str = GOOGLE_HOSTS[0]) -> str:
+        return f"{host}:{self.port}/{name}"
+
+    def accept_only(self, token: str) -> None:
+        """Let the token server know one user: ``oauth2accesstoken`` with ``token``."""
+        self.token_server.reset()
+        self.token_server.users = {"oauth2accesstoken": token}
+
+
+@contextmanager
+def google_registry(
+    work: Path, storage: Path, binary: str = "docker-registry"
+) -> Iterator[GoogleRegistry]:
+    """The real registry serving ``storage`` in token mode over TLS, under Google's names;
+    its token server knows nobody until :meth:`GoogleRegistry.accept_only`."""
+    tls = make_cloud_tls(work / "pki", GOOGLE_HOSTS)
+    tls.ca_file.chmod(0o644)  # readable by the image's user, where a test mounts it
+    signer = make_token_signer(work / "signer")
+    server = TokenServer(
+        ssl_context=tls.server_context(), signer=signer, service=TOKEN_SERVICE, issuer=TOKEN_ISSUER
+    )
+    with server:
+        settings = TokenAuthSettings(server.realm, TOKEN_SERVICE, TOKEN_ISSUER, signer.root_bundle)
+        registry = LocalRegistry(
+            work / "registry", storage=storage, tls=tls.server, token=settings, binary=binary
+        )
+        with registry:
+            yield GoogleRegistry(registry.port, server, NameServer(work, GOOGLE_HOSTS), tls)

@@ -36,14 +36,14 @@ from tests.support.googlecloud import (
     RecordingHTTP,
     cloud_http,
     google_error,
-    google_registry,
+    google_host,
     json_reply,
     oauth_error,
     subject_jwt,
     write_external_account,
 )
 
-REGISTRY = google_registry("europe-west1-docker.pkg.dev")
+REGISTRY = google_host("europe-west1-docker.pkg.dev")
 
 
 @pytest.fixture(scope="module")

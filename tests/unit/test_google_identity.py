@@ -15,9 +15,9 @@ from imagecheck.authn._cloud import CloudKeychain
 from imagecheck.authn._google import source
 from imagecheck.reference import parse_reference
 from tests.support.aio import sync
-from tests.support.googlecloud import MetadataServer, RecordingHTTP, cloud_http, google_registry
+from tests.support.googlecloud import MetadataServer, RecordingHTTP, cloud_http, google_host
 
-GCR = google_registry("gcr.io")
+GCR = google_host("gcr.io")
 METADATA = "the default service account of the GCE metadata server at http://"
 EXTERNAL = "the Google external account in GOOGLE_APPLICATION_CREDENTIALS /etc/gcp/config.json"
 
@@ -128,7 +128,7 @@ async def test_look_alike_hosts_get_nothing(tmp_path: Path, image: str) -> None:
 
 
 @sync
-async def test_one_flow_serves_every_google_registry(tmp_path: Path) -> None:
+async def test_one_flow_serves_every_google_host(tmp_path: Path) -> None:
     """An access token is good for every Google registry: one cache entry per identity."""
     with MetadataServer() as metadata:
         env = {"GCE_METADATA_HOST": metadata.host}

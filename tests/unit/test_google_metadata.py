@@ -28,12 +28,12 @@ from tests.support.googlecloud import (
     MetadataServer,
     RecordingHTTP,
     cloud_http,
-    google_registry,
+    google_host,
     json_reply,
     metadata_reply,
 )
 
-REGISTRY = google_registry("us-docker.pkg.dev")
+REGISTRY = google_host("us-docker.pkg.dev")
 GKE = {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}
 
 
