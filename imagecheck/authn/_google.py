@@ -108,7 +108,7 @@ class GoogleSource:
 
     def identity(self, registry: CloudRegistry) -> str | None:
         if self.config is not None:
-            return f"the Google external account in {CONFIG_ENV} {self.config}"
+            return f"the Google external account in {CONFIG_ENV} {printable(self.config)}"
         if self.metadata_host is not None or self.on_google:
             return f"the default service account of the {self._metadata_name}"
         return None
@@ -169,7 +169,7 @@ class GoogleSource:
         reason = google_reason(answer)
         if answer.status == 404:
             fix = (
-                "Workload Identity binds the pod's Kubernetes ServiceAccount to one"
+                "bind the pod's Kubernetes ServiceAccount to one with Workload Identity"
                 if self.in_kubernetes
                 else "attach one to the VM"
             )

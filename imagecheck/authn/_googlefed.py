@@ -103,11 +103,11 @@ class ExternalAccount:
     @property
     def identity(self) -> str:
         """Who a token of this configuration stands for, as messages show it."""
-        where = f"workload identity federation, {CONFIG_ENV} {self.config}"
+        where = f"workload identity federation, {CONFIG_ENV} {printable(self.config)}"
         if self.impersonation_url is not None:
             who = self.service_account or "the service account in its impersonation URL"
             return f"the pod's Google identity {who} (impersonated through {where})"
-        return f"the pod's Google identity federated from {self.subject_file} ({where})"
+        return f"the pod's Google identity federated from {printable(self.subject_file)} ({where})"
 
 
 async def federated_token(

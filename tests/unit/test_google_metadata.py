@@ -162,7 +162,7 @@ async def test_failures(
 @pytest.mark.parametrize(
     ("env", "fix"),
     [({}, "attach one to the VM"),
-     (GKE, "Workload Identity binds the pod's Kubernetes ServiceAccount to one")],
+     (GKE, "bind the pod's Kubernetes ServiceAccount to one with Workload Identity")],
     ids=["gce", "gke"],
 )  # fmt: skip
 @sync
