@@ -148,26 +148,18 @@ async def test_one_flow_serves_every_google_host(tmp_path: Path) -> None:
     assert [r.path.rsplit("/", 1)[1] for r in metadata.requests] == ["token", "email"]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @sync
 async def test_a_token_is_renewed_after_three_quarters_of_its_life(tmp_path: Path) -> None:
-    clock = Clock()
+    now = [1000.0]
     image = parse_reference("us-docker.pkg.dev/p/r/app:1")
     with MetadataServer(expires_in=1200) as metadata:
         env = {"GCE_METADATA_HOST": metadata.host}
-        keychain = CloudKeychain(env, http=cloud_http(), dmi_dir=tmp_path, clock=clock)
+        keychain = CloudKeychain(env, http=cloud_http(), dmi_dir=tmp_path, clock=lambda: now[0])
         (first,) = await keychain.aresolve(image, Deadline.after(5))
-        clock.now += 800  # (1200 - 60) * 3/4 = 855 seconds: not yet
+        now[0] += 800  # (1200 - 60) * 3/4 = 855 seconds: not yet
         assert (await keychain.aresolve(image, Deadline.after(5)))[0] is first
         metadata.access_token = "ya29.renewed"
-        clock.now += 100
+        now[0] += 100
         (renewed,) = await keychain.aresolve(image, Deadline.after(5))
     assert renewed.password == "ya29.renewed"
     assert len(metadata.token_requests()) == 2
