@@ -23,11 +23,13 @@ and writes a complete root filesystem to ``--out``:
   (``/var/lib/dpkg/status.d``, as distroless does) so image scanners see them.
 
 Which standard-library modules: the static import closure (``modulefinder``, which also sees
-imports inside functions) of imagecheck and every module of its dependencies, plus what a
-traced run imports (names imported by string, such as codecs), plus every codec, minus
+imports inside functions) of every module of imagecheck (the cloud credential sources are
+imported by name, which no analysis follows) and of its dependencies, plus what a traced run
+imports (names imported by string, such as codecs), plus every codec, minus
 a short list of large modules that are reachable only from code paths the command never
-takes (``DENY``). The result is then smoke-tested with the pruned interpreter itself, so a
-module pruned by mistake fails the build instead of a check. With the ``webhook`` extra the
+takes (``DENY``). The result is then smoke-tested with the pruned interpreter itself (the
+modules imported by name included), so a module pruned by mistake fails the build instead of
+a check. With the ``webhook`` extra the
 traced and smoke-tested runs also include ``serve`` (plain HTTP on a loopback port: readyz,
 one review, metrics, SIGTERM); with the ``cluster`` extra, ``reap`` and ``audit`` against a
 stub Kubernetes API, ``audit --serve`` included (``prune_cluster.py``, next to this file).
@@ -94,7 +96,7 @@ def build(src: Path, out: Path, extras: frozenset[str] = frozenset()) -> None:
     copy_certificates(root)
     write_system_files(root)
     write_dpkg_records(root)
-    smoke_test(layout, str(root.target(launcher)), extras)
+    smoke_test(layout, str(root.target(launcher)), extras, src)
     print(f"prune: {len(modules)} stdlib modules, {root.size() / 1e6:.1f} MB in {out}")
 
 

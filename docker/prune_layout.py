@@ -19,6 +19,9 @@ from pathlib import Path
 
 # Never in the image: tooling the build needed and the command does not.
 DROP_DISTS = ("pip", "setuptools", "wheel", "_distutils_hack", "pkg_resources")
+# imagecheck's packages whose modules are imported by name (importlib), which no static
+# analysis follows: the cloud credential sources (authn/_cloud.py's _SOURCES).
+BY_NAME = ("imagecheck.authn",)
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,21 @@ class Root:
 
     def size(self) -> int:
         return sum(p.lstat().st_size for p in self.out.rglob("*"))
+
+
+def package_modules(src: Path) -> list[str]:
+    """Every module of imagecheck in the checkout ``src``, by name: all of it ships."""
+    names = []
+    for path in sorted((src / "imagecheck").rglob("*.py")):
+        rel = path.relative_to(src).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        names.append(".".join(parts))
+    return names
+
+
+def by_name_modules(src: Path) -> list[str]:
+    """The modules of :data:`BY_NAME`'s packages, which the traced and smoke runs import."""
+    return [n for n in package_modules(src) if any(n.startswith(f"{p}.") for p in BY_NAME)]
 
 
 def dropped(name: str) -> bool:

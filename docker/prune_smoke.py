@@ -4,7 +4,9 @@
 reference, JSON and verbose output, HTTPS then HTTP to a closed loopback port, a host name, a
 credential helper run as a subprocess), each with its expected exit code. ``IMPORT_ALL``
 imports every dependency extension module, so one that cannot load with the image's
-libraries fails the build instead of falling back to pure Python without a word. With the
+libraries fails the build instead of falling back to pure Python without a word, and the
+modules imagecheck imports by name (``prune_layout.BY_NAME``: the cloud credential sources,
+which no run reaches without a cloud), so one whose stdlib import was pruned fails too. With the
 ``webhook`` extra, ``serve`` too: ready, one review, ``/metrics``, SIGTERM; the ``cluster``
 extra's runs are ``prune_cluster.py``'s. arm64root.py repeats these runs under qemu.
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 
 # Next to this file (sys.path[0] when run as a script): the cluster extra's runs.
 from prune_cluster import cluster_runs, expect_run, serve_and_stop
-from prune_layout import Layout
+from prune_layout import Layout, by_name_modules
 
 # What the traced run and the smoke test execute: every path that imports lazily (help,
 # version, an invalid reference, JSON and verbose output, HTTPS then HTTP to a closed
@@ -74,16 +76,18 @@ HELPER = (
 )
 
 
-def smoke_test(layout: Layout, python: str, extras: frozenset[str]) -> None:
+def smoke_test(layout: Layout, python: str, extras: frozenset[str], src: Path) -> None:
     """Run the command with the pruned interpreter ``python`` and stdlib (the build's
-    libraries): every run exits as expected, without a traceback."""
+    libraries): every run exits as expected, without a traceback; and import what imagecheck
+    (the checkout ``src``) imports by name, the cloud sources, which no run above reaches."""
     with tempfile.TemporaryDirectory() as tmp:
         for argv, expected in SMOKE:
             env = smoke_env(Path(tmp), python)
             cmd = [python, "-m", "imagecheck", *argv]
             expect_run("smoke test", cmd, list(argv), expected, env, Path(tmp))
-        # And must load with the pruned runtime: a missing library fails the build
-        names = [name for _, name in layout.app_extensions()]
+        # And must load with the pruned runtime: a missing library (or a pruned stdlib
+        # module) fails the build
+        names = [name for _, name in layout.app_extensions()] + by_name_modules(src)
         env = smoke_env(Path(tmp), python)
         done = subprocess.run(
             [python, "-c", IMPORT_ALL, *names],
@@ -94,7 +98,7 @@ def smoke_test(layout: Layout, python: str, extras: frozenset[str]) -> None:
             check=False,
         )
         if done.returncode != 0:
-            raise SystemExit(f"prune: extension modules do not load:\n{done.stderr}")
+            raise SystemExit(f"prune: modules do not load:\n{done.stderr}")
         if "webhook" in extras:
             serve_run([python, "-m", "imagecheck"], smoke_env(Path(tmp), python), Path(tmp))
         if "cluster" in extras:

@@ -1,7 +1,7 @@
 """Which standard-library modules docker/prune.py keeps.
 
 The union of the static import closure (``modulefinder``, which also sees imports inside
-functions) of imagecheck and every module of its dependencies, what traced runs import (the
+functions) of every module of imagecheck and of its dependencies, what traced runs import (the
 smoke runs of ``prune_smoke.py`` and, with the extras, ``serve`` and ``prune_cluster.py``'s:
 names imported by string, such as codecs), and every codec; minus ``DENY``, large packages
 reachable only from code paths the command never takes; plus every kept module's parents.
@@ -22,7 +22,7 @@ from modulefinder import ModuleFinder
 from pathlib import Path
 
 from prune_cluster import cluster_runs
-from prune_layout import DROP_DISTS, Layout, dropped
+from prune_layout import DROP_DISTS, Layout, by_name_modules, dropped, package_modules
 from prune_smoke import IMPORT_ALL, SMOKE, serve_run, smoke_env
 
 # Standard-library packages reachable by static analysis only through code the command never
@@ -83,7 +83,9 @@ def static_closure(layout: Layout, src: Path) -> set[str]:
         excludes=[*DENY, *DROP_DISTS],
     )
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:
-        roots = ["runpy", "imagecheck", "imagecheck.__main__", *app_modules(layout)]
+        # Every module of imagecheck, not only what "imagecheck" reaches: the cloud sources
+        # are imported by name (importlib), and what they import must be kept all the same.
+        roots = ["runpy", *package_modules(src), *app_modules(layout)]
         script.write("".join(f"import {name}\n" for name in roots))
     try:
         finder.run_script(script.name)
@@ -111,8 +113,9 @@ def traced_modules(layout: Layout, src: Path, extras: frozenset[str]) -> set[str
         for argv, _ in SMOKE:
             cmd = [sys.executable, "-c", TRACE, *argv]
             subprocess.run(cmd, env=env, check=False, capture_output=True, cwd=tmp)
-        # Every dependency extension is imported, so its stdlib imports are traced
-        names = [name for _, name in layout.app_extensions()]
+        # Every dependency extension is imported, so its stdlib imports are traced; and the
+        # modules imagecheck imports by name
+        names = [name for _, name in layout.app_extensions()] + by_name_modules(src)
         cmd = [sys.executable, "-c", IMPORT_ALL, *names]
         subprocess.run(cmd, env=env, check=False, capture_output=True, cwd=tmp)
         runs += 1

@@ -27,8 +27,9 @@ from packaging.utils import canonicalize_name
 from tests.support.tools import ROOT
 
 PACKAGE = "imagecheck"
-_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 BUILD_TIMEOUT = 300.0
+# A dotted name inside the package, as importlib.import_module takes it.
+_MODULE_NAME = re.compile(rf"{PACKAGE}(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 class Wheel:
@@ -121,21 +122,20 @@ def _console_script_modules(entry_points: str) -> Iterator[str]:
 def _imports(module: str, source: str) -> Iterator[tuple[str, bool]]:
     """Every module ``module`` imports, at any depth (imports inside functions count), each
     with whether it must be a module: ``from package import name`` may name a submodule or
-    an attribute. The package uses absolute imports only (relative ones are refused). A
-    string that is a package module's dotted name is an import by name too, as
-    ``importlib.import_module`` makes it (the cloud keychain's ``_SOURCES``): reached when
-    the module is shipped, not required (a source another branch adds)."""
+    an attribute. The package uses absolute imports only (relative ones are refused).
+
+    A string that is a module's whole dotted name counts too: ``importlib.import_module``
+    reaches modules so (the cloud sources, by ``authn/_cloud.py``'s ``_SOURCES``)."""
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if _MODULE_NAME.fullmatch(node.value) and node.value.startswith(f"{PACKAGE}."):
-                yield node.value, False
-        elif isinstance(node, ast.Import):
+        if isinstance(node, ast.Import):
             yield from ((alias.name, True) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             assert not node.level, f"{module}: relative import of {node.module!r}"
             base = str(node.module)
             yield base, True
             yield from ((f"{base}.{alias.name}", False) for alias in node.names)
+        elif isinstance(node, ast.Constant) and _MODULE_NAME.fullmatch(str(node.value)):
+            yield str(node.value), False
 
 
 def _closure(roots: set[str], sources: dict[str, str]) -> tuple[set[str], set[str]]:
