@@ -351,6 +351,10 @@ class ACRExchange(CloudStandIn):
         self.on_issue = on_issue
         self.issued: list[str] = []
 
+    def clear(self) -> None:
+        super().clear()
+        self.issued.clear()
+
     def answer(self, request: Received) -> Reply:
         if request.path != "/oauth2/exchange" or request.method != "POST":
             return acr_errors(404, "NOT_FOUND", "not found")

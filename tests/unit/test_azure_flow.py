@@ -107,7 +107,6 @@ def imds(_imds: IMDS) -> IMDS:
 def exchange(_exchange: ACRExchange, monkeypatch: pytest.MonkeyPatch) -> ACRExchange:
     resolve_here(monkeypatch, REGISTRY, CHINA)
     _exchange.clear()
-    _exchange.issued.clear()
     _exchange.lifetime = 3 * 3600
     return _exchange
 
