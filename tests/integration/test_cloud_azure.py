@@ -257,3 +257,16 @@ def test_the_front_relays_what_the_registry_answers(acr: ACR) -> None:
     assert challenge[0].status_code == 401
     assert realm in challenge[0].headers["WWW-Authenticate"]
     assert (manifest[0].status_code, blob[0].status_code) == (200, 200)
+
+
+def test_a_missing_token_file_is_a_usage_error_naming_it(acr: ACR, tmp_path: Path) -> None:
+    """As a broken credential provider plugin is: one line, exit 2, before any cloud call."""
+    gone = tmp_path / "azure" / "tokens" / "azure-identity-token"
+    env = workload_env(gone, AZURE_AUTHORITY_HOST=acr.azure_ad.url)
+    run = acr.check(tmp_path, env, acr.ref(PRIVATE))
+    assert run.code == 2, run.stdout + run.stderr
+    assert run.stderr == (
+        f"imagecheck: error: the federated token file (AZURE_FEDERATED_TOKEN_FILE) {gone} "
+        "does not exist\n"
+    )
+    assert (acr.azure_ad.requests, acr.exchange.requests) == ([], [])

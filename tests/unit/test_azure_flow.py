@@ -93,6 +93,7 @@ def _exchange(tls: TLSMaterial, aad: Mint) -> Iterator[ACRExchange]:
 @pytest.fixture
 def azure_ad(_azure_ad: AzureAD) -> AzureAD:
     _azure_ad.clear()
+    _azure_ad.lifetime = 3599
     return _azure_ad
 
 
@@ -446,6 +447,27 @@ def test_a_registry_of_another_cloud_asks_for_its_audience(
     assert asked.form["scope"] == "https://containerregistry.azure.cn/.default"
     assert "HTTP 400: invalid_resource: AADSTS500011: The resource principal named" in str(error)
     assert exchange.requests == []
+
+
+def test_an_expired_azure_ad_token_is_refused_by_the_exchange(
+    token_file: Path,
+    azure_ad: AzureAD,
+    exchange: ACRExchange,
+    dmi: Path,
+    http: CloudHTTP,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    azure_ad.lifetime = -60  # a clock far enough off
+    registry = registry_of(exchange)
+    error = failure(AzureSource(workload(token_file, azure_ad), dmi), registry, http)
+    message = assert_clean(error, secrets_of(token_file, exchange), caplog)
+    assert message.startswith(
+        f"ACR's token exchange at https://{registry.address}/oauth2/exchange refused the Azure "
+        f"AD token of the AKS workload identity {CLIENT_ID}"
+    )
+    assert "HTTP 401: UNAUTHORIZED: invalid AAD access token: Signature has expired" in message
+    assert not error.temporary
+    assert exchange.issued == []
 
 
 IMDS_REFUSALS = [
