@@ -14,7 +14,9 @@ answering as its documentation says, and checking what it is sent as the real on
   ``Metadata: true`` required, an ``X-Forwarded-For`` refused, ``api-version`` and
   ``resource`` required, a user-assigned identity chosen by ``client_id`` (required when
   there are several and no system-assigned one); ``expires_in`` and ``expires_on`` are strings.
-  https://learn.microsoft.com/en-us/entra/identity/managed-identities-azure-resources/how-to-use-vm-token#get-a-token-using-http
+  https://learn.microsoft.com/en-us/entra/identity/managed-identities-azure-resources/how-to-use-vm-token#get-a-token-using-http,
+  https://learn.microsoft.com/en-us/azure/virtual-machines/instance-metadata-service (no
+  ``X-Forwarded-For``; its error text here is made up)
 * :class:`ACRExchange`, ACR's ``POST /oauth2/exchange``: ``grant_type=access_token``, the
   registry's name as ``service``, an Azure AD access token for ACR's audience (signed by the
   stand-ins' Azure AD, unexpired, of the ``tenant`` given), answered ``{"refresh_token"}``, a
