@@ -159,7 +159,7 @@ class AzureSource:
         credentials = Credentials(
             username=NULL_USERNAME,
             identity_token=refresh,
-            source=f"{source}, which needs the AcrPull role on {registry.host}",
+            source=f"{source}, which needs {needs(registry)}",
         )
         return CloudToken(credentials, self._lifetime(refresh, what))
 
@@ -237,11 +237,9 @@ async def _exchange(
     answer = await post_form(http, url, form, what, deadline)
     if answer.status != 200:
         detail = redact(oauth_detail(error_document(answer)), [aad_token])
-        needs = (
-            f"; it needs the AcrPull role on {registry.host}" if answer.status in (401, 403) else ""
-        )
+        hint = f"; it needs {needs(registry)}" if answer.status in (401, 403) else ""
         raise CloudAuthError(
-            f"{what} refused the Azure AD token of {label}: {answer_reason(answer, detail)}{needs}",
+            f"{what} refused the Azure AD token of {label}: {answer_reason(answer, detail)}{hint}",
             temporary=temporary_status(answer.status),
         )
     doc = parse_json_object(answer.body, f"the answer of {what}", error=CloudAuthError)
@@ -249,6 +247,16 @@ async def _exchange(
     if not isinstance(refresh, str) or not refresh or bearer_problem(refresh):
         raise CloudAuthError(f"{what} answered no usable refresh_token")
     return refresh, what
+
+
+def needs(registry: CloudRegistry) -> str:
+    """What an identity needs to pull from ``registry``: AcrPull, which a registry with ABAC
+    repository permissions does not honour (https://learn.microsoft.com/en-us/azure/
+    container-registry/container-registry-rbac-abac-repository-permissions)."""
+    return (
+        f"the AcrPull role on {registry.host} (Container Registry Repository Reader on a "
+        "registry with ABAC repository permissions)"
+    )
 
 
 def _managed_label(who: ManagedIdentity) -> str:

@@ -213,15 +213,19 @@ def test_a_registry_refusal_names_the_identity_and_what_it_needs(acr: ACR, tmp_p
     assert run.code == 3, run.stdout + run.stderr
     assert (
         f"with credentials from the VM's Azure managed identity {OTHER_CLIENT_ID} (instance "
-        f"metadata service), which needs the AcrPull role on {REGISTRY}"
+        f"metadata service), which needs the AcrPull role on {REGISTRY} (Container Registry "
+        "Repository Reader on a registry with ABAC repository permissions)"
     ) in run.stdout + run.stderr
     assert len(acr.exchange.issued) == 1
     assert_no_token(run, acr.secrets())
 
 
 def test_without_an_identity_nothing_is_asked(acr: ACR, tmp_path: Path) -> None:
+    """The anonymous denial is no verdict: the kubelet would have pulled with the node's
+    identity, so the check is an error that says so (the keychain core's rule)."""
     run = acr.check(tmp_path, {}, acr.ref(PRIVATE))
-    assert run.code == 3, run.stdout + run.stderr
+    assert run.code == 4, run.stdout + run.stderr
+    assert f"no Azure identity in this process to ask {REGISTRY} with" in run.stdout
     assert (acr.azure_ad.requests, acr.imds.requests, acr.exchange.requests) == ([], [], [])
 
 

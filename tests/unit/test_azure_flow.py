@@ -48,6 +48,10 @@ from tests.support.cloudstandin import Fault, Reply
 from tests.support.pki import TLSMaterial
 
 CHINA = "myregistry.azurecr.cn"
+NEEDS = (
+    f"the AcrPull role on {REGISTRY} (Container Registry Repository Reader on a registry with "
+    "ABAC repository permissions)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +195,7 @@ def test_workload_identity_gets_an_acr_refresh_token(
     assert (creds.password, creds.registry_token) == ("", "")
     assert creds.source == (
         f"the pod's Azure identity {CLIENT_ID} (AKS workload identity, tenant {TENANT}), "
-        f"which needs the AcrPull role on {REGISTRY}"
+        f"which needs {NEEDS}"
     )
     assert_no_secret(repr(token), secrets_of(token_file, exchange))
     assert 3 * 3600 - 60 < token.lifetime <= 3 * 3600
@@ -259,7 +263,7 @@ def test_managed_identity_through_imds(
     assert traded.form["tenant"] == TENANT  # the access token's tid claim
     who = f"Azure managed identity {CLIENT_ID}" if client else "default Azure managed identity"
     assert token.credentials.source == (
-        f"the VM's {who} (instance metadata service), which needs the AcrPull role on {REGISTRY}"
+        f"the VM's {who} (instance metadata service), which needs {NEEDS}"
     )
 
 
@@ -329,7 +333,7 @@ def assert_clean(
 
 _ROLE = "The signed in user is not assigned to a role for the application."
 _LOOP = "The server terminated an operation because it encountered a client request loop."
-_NEEDS = f"; it needs the AcrPull role on {REGISTRY}"
+_NEEDS = f"; it needs {NEEDS}"
 REFUSALS = [
     # (endpoint, id, its answer, temporary, the reason shown)
     ("azure-ad", "forbidden", aad_error(403, "access_denied", 50105, _ROLE), False,
