@@ -22,27 +22,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import trustme
-
 from tests.support.clirun import Run, cli_env
-from tests.support.pki import TLSMaterial
-from tests.support.registry import TLSFiles
+from tests.support.pki import TLSMaterial, make_tls_material
 
 LOOPBACK = "127.0.0.1"
 
 
 def make_cloud_tls(directory: Path, names: Iterable[str]) -> TLSMaterial:
     """A CA and a server certificate for ``names`` (and 127.0.0.1, localhost)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    ca = trustme.CA(organization_name="imagecheck test cloud CA")
-    leaf = ca.issue_cert(*names, LOOPBACK, "localhost", common_name="imagecheck cloud test")
-    ca_file = directory / "ca.pem"
-    cert = directory / "server.pem"
-    key = directory / "server-key.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    key.write_bytes(leaf.private_key_pem.bytes())
-    cert.write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
-    return TLSMaterial(ca_file=ca_file, server=TLSFiles(cert=cert, key=key))
+    return make_tls_material(directory, names)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,10 @@ from ssl import SSLContext
 from types import TracebackType
 from typing import Any, Self
 
+from imagecheck._deadline import Deadline
+from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP
+from imagecheck.errors import CloudAuthError
+
 MAX_REQUEST_BODY = 1024 * 1024
 
 
@@ -195,3 +199,27 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(reply.body)))
         self.end_headers()
         self.wfile.write(reply.body)
+
+
+@dataclass(frozen=True)
+class RecordingHTTP(CloudHTTP):
+    """Sends nothing: records each request's (method, URL, headers), then answers ``answer``,
+    or fails it as unreachable (where the default endpoints are, which no test may reach)."""
+
+    answer: CloudAnswer | None = None
+    sent: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        what: str,
+        deadline: Deadline,
+        headers: Mapping[str, str] | None = None,
+        content: bytes | None = None,
+    ) -> CloudAnswer:
+        self.sent.append((method, url, dict(headers or {})))
+        if self.answer is None:
+            raise CloudAuthError(f"cannot reach {what}: recorded, not sent", temporary=True)
+        return self.answer

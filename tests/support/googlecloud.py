@@ -36,18 +36,16 @@ import secrets
 import ssl
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jwt
 
-from imagecheck._deadline import Deadline
 from imagecheck.authn._cloudhosts import CloudRegistry, cloud_registry
-from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP
-from imagecheck.errors import CloudAuthError
+from imagecheck.authn._cloudhttp import CloudHTTP
 from tests.support.cloudnet import NameServer, make_cloud_tls
 from tests.support.cloudstandin import CloudStandIn, Received, Reply
 from tests.support.endpoint import TOKEN_ISSUER, TOKEN_SERVICE
@@ -338,27 +336,6 @@ def cloud_http(ca_file: Path | None = None, timeout: float = 5.0) -> CloudHTTP:
     if ca_file is None:
         return CloudHTTP(timeout=timeout)
     return CloudHTTP(tls=lambda: ssl.create_default_context(cafile=str(ca_file)), timeout=timeout)
-
-
-@dataclass(frozen=True)
-class RecordingHTTP(CloudHTTP):
-    """Sends nothing: records each request's method and URL, then fails it as unreachable
-    (where the default endpoints are, which no test may reach)."""
-
-    sent: list[tuple[str, str]] = field(default_factory=list)
-
-    async def send(
-        self,
-        method: str,
-        url: str,
-        *,
-        what: str,
-        deadline: Deadline,
-        headers: Mapping[str, str] | None = None,
-        content: bytes | None = None,
-    ) -> CloudAnswer:
-        self.sent.append((method, url))
-        raise CloudAuthError(f"cannot reach {what}: recorded, not sent", temporary=True)
 
 
 def google_host(host: str) -> CloudRegistry:

@@ -13,6 +13,7 @@ Two separate CAs, because they answer two separate questions:
 from __future__ import annotations
 
 import ssl
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,10 +47,11 @@ class TokenSigner:
     root_bundle: Path
 
 
-def make_tls_material(directory: Path) -> TLSMaterial:
+def make_tls_material(directory: Path, names: Iterable[str] = ()) -> TLSMaterial:
+    """A CA and a server certificate for 127.0.0.1, localhost and ``names``."""
     directory.mkdir(parents=True, exist_ok=True)
     ca = trustme.CA(organization_name="imagecheck test TLS CA")
-    leaf = ca.issue_cert("127.0.0.1", "localhost", common_name="127.0.0.1")
+    leaf = ca.issue_cert("127.0.0.1", "localhost", *names, common_name="127.0.0.1")
     ca_file = directory / "ca.pem"
     cert = directory / "server.pem"
     key = directory / "server-key.pem"

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -18,6 +16,7 @@ from imagecheck.authn._aws import AwsSource, find_identity
 from imagecheck.authn._cloudhosts import CloudRegistry, cloud_registry
 from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP
 from imagecheck.errors import CredentialsError
+from tests.support.cloudstandin import RecordingHTTP
 
 REGISTRY = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
 ROLE = "arn:aws:iam::123456789012:role/image-puller"
@@ -99,25 +98,9 @@ AGENT_ANSWER = CloudAnswer(
 )
 
 
-@dataclass(frozen=True)
-class RecordingHTTP(CloudHTTP):
-    """A transport that answers every request with ``answer`` and records what was sent."""
-
-    answer: CloudAnswer = AGENT_ANSWER
-    sent: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
-
-    async def send(
-        self,
-        method: str,
-        url: str,
-        *,
-        what: str,
-        deadline: Deadline,
-        headers: Mapping[str, str] | None = None,
-        content: bytes | None = None,
-    ) -> CloudAnswer:
-        self.sent.append((method, url, dict(headers or {})))
-        return self.answer
+def recording() -> RecordingHTTP:
+    """A transport that answers every request as the agent does and records what was sent."""
+    return RecordingHTTP(answer=AGENT_ANSWER)
 
 
 def session_of(env: dict[str, str], http: CloudHTTP) -> object:
@@ -136,7 +119,7 @@ AGENT_URLS = [
 
 @pytest.mark.parametrize("url", AGENT_URLS)
 def test_an_agent_is_https_or_loopback_or_the_ecs_or_eks_agent(url: str) -> None:
-    http = RecordingHTTP()
+    http = recording()
     session_of({"AWS_CONTAINER_CREDENTIALS_FULL_URI": url}, http)
     [(method, sent_to, headers)] = http.sent
     assert (method, sent_to) == ("GET", url)
@@ -152,7 +135,7 @@ REFUSED_URLS = [
 
 @pytest.mark.parametrize("url", REFUSED_URLS)
 def test_plain_http_elsewhere_is_refused_before_any_request(url: str) -> None:
-    http = RecordingHTTP()
+    http = recording()
     with pytest.raises(CredentialsError) as caught:
         session_of({"AWS_CONTAINER_CREDENTIALS_FULL_URI": url}, http)
     assert str(caught.value).startswith("AWS_CONTAINER_CREDENTIALS_FULL_URI ")
@@ -161,14 +144,14 @@ def test_plain_http_elsewhere_is_refused_before_any_request(url: str) -> None:
 
 
 def test_a_relative_uri_must_be_a_path() -> None:
-    http = RecordingHTTP()
+    http = recording()
     with pytest.raises(CredentialsError, match=r"RELATIVE_URI .* must start with '/'"):
         session_of({"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "@evil.example/x"}, http)
     assert http.sent == []
 
 
 def test_the_agent_token_from_the_variable_when_no_file_names_one() -> None:
-    http = RecordingHTTP()
+    http = recording()
     env = {**POD_IDENTITY, "AWS_CONTAINER_AUTHORIZATION_TOKEN": "Basic abcd"}
     del env["AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"]
     session_of(env, http)
@@ -206,7 +189,7 @@ def test_a_bad_web_identity_token_file_is_one_line_naming_it_never_its_content(
     path = tmp_path / "token"
     if callable(make):
         make(path)
-    http = RecordingHTTP()
+    http = recording()
     with pytest.raises(CredentialsError) as caught:
         session_of({"AWS_WEB_IDENTITY_TOKEN_FILE": str(path), "AWS_ROLE_ARN": ROLE}, http)
     message = str(caught.value)
@@ -221,7 +204,7 @@ def test_a_bad_agent_token_file_is_named_too(tmp_path: Path) -> None:
     path.write_text("token\x00tail")
     env = {**POD_IDENTITY, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": str(path)}
     with pytest.raises(CredentialsError) as caught:
-        session_of(env, RecordingHTTP())
+        session_of(env, recording())
     assert str(caught.value) == (
         f"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE {path}: the token contains a control "
         "character (a trailing newline?)"
@@ -254,7 +237,7 @@ def test_a_bad_variable_is_one_line_before_any_request(
     token_file.write_text(TOKEN)
     if env.get("AWS_WEB_IDENTITY_TOKEN_FILE", "/t") != "/t":
         env = {**env, "AWS_WEB_IDENTITY_TOKEN_FILE": str(token_file)}
-    http = RecordingHTTP()
+    http = recording()
     with pytest.raises(CredentialsError) as caught:
         asyncio.run(AwsSource(env).token(registry(), http, Deadline.after(10)))
     assert str(caught.value) == message

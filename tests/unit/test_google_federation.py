@@ -23,7 +23,7 @@ from imagecheck.authn._google import source
 from imagecheck.errors import CloudAuthError, CredentialsError
 from tests.support.aio import sync
 from tests.support.cloudnet import make_cloud_tls
-from tests.support.cloudstandin import Fault, Reply
+from tests.support.cloudstandin import Fault, RecordingHTTP, Reply
 from tests.support.googlecloud import (
     ACCESS_TOKEN_TYPE,
     AUDIENCE,
@@ -33,7 +33,6 @@ from tests.support.googlecloud import (
     TOKEN_EXCHANGE,
     GoogleSTS,
     IAMCredentials,
-    RecordingHTTP,
     cloud_http,
     google_error,
     google_host,
@@ -347,7 +346,7 @@ async def test_the_default_token_url_is_google_sts(tmp_path: Path, sts: GoogleST
     http = RecordingHTTP()
     with pytest.raises(CloudAuthError):
         await pod.token(http)
-    assert http.sent == [("POST", "https://sts.googleapis.com/v1/token")]
+    assert [sent[:2] for sent in http.sent] == [("POST", "https://sts.googleapis.com/v1/token")]
 
 
 def _sts_failures() -> list[Any]:

@@ -15,7 +15,8 @@ from imagecheck.authn._cloud import CloudKeychain
 from imagecheck.authn._google import source
 from imagecheck.reference import parse_reference
 from tests.support.aio import sync
-from tests.support.googlecloud import MetadataServer, RecordingHTTP, cloud_http, google_host
+from tests.support.cloudstandin import RecordingHTTP
+from tests.support.googlecloud import MetadataServer, cloud_http, google_host
 
 GCR = google_host("gcr.io")
 METADATA = "the default service account of the GCE metadata server at http://"
