@@ -116,7 +116,7 @@ class CloudHTTP:
         except httpx.InvalidURL as exc:
             raise CloudAuthError(f"{what}: invalid URL: {printable(str(exc))}") from None
         except httpx.TransportError as exc:
-            reason = printable(str(exc))[:_REASON_MAX] or type(exc).__name__
+            reason = printable(str(exc), _REASON_MAX) or type(exc).__name__
             untrusted = _untrusted(exc)  # a certificate will not verify on a retry either
             raise CloudAuthError(
                 f"cannot reach {what}: {reason}", temporary=not untrusted
@@ -137,7 +137,7 @@ def _untrusted(exc: BaseException) -> bool:
 def answer_reason(answer: CloudAnswer, detail: str = "") -> str:
     """``HTTP <status>`` and, when given, a short printable ``detail`` the endpoint sent (an
     error code and message it documents: never the body as it is)."""
-    shown = printable(detail)[:_REASON_MAX] if detail else ""
+    shown = printable(detail, _REASON_MAX) if detail else ""
     return f"HTTP {answer.status}" + (f": {shown}" if shown else "")
 
 
