@@ -39,7 +39,7 @@ from imagecheck._files import read_regular_file
 from imagecheck._text import printable, redact
 from imagecheck.authn._cloudhosts import CloudRegistry
 from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP, answer_reason, temporary_status
-from imagecheck.authn._credentials import bearer_problem, secret_problem
+from imagecheck.authn._credentials import bearer_problem, header_problem
 from imagecheck.authn._sigv4 import AwsCredentials
 from imagecheck.errors import CloudAuthError, CredentialsError
 
@@ -175,8 +175,8 @@ class ContainerCredentials:
 
     def _token(self) -> str:
         if self.token_file is not None:
-            return read_token_file(self.token_file, _TOKEN_FILE, check=secret_problem)
-        problem = secret_problem(self.token)
+            return read_token_file(self.token_file, _TOKEN_FILE, check=header_problem)
+        problem = header_problem(self.token)
         if problem:
             raise CredentialsError(f"AWS_CONTAINER_AUTHORIZATION_TOKEN {problem}")
         return self.token

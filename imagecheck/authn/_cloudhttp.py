@@ -33,6 +33,7 @@ import httpx
 from imagecheck._capped import read_capped
 from imagecheck._deadline import Deadline
 from imagecheck._text import printable
+from imagecheck.authn._credentials import header_problem
 from imagecheck.errors import CloudAuthError, DeadlineExceeded
 
 # Every answer here is a small document: an STS answer with a session token is about 2 KiB,
@@ -78,6 +79,9 @@ class CloudHTTP:
     ) -> CloudAnswer:
         """``method url`` with ``headers`` and ``content``; ``what`` names the endpoint in
         messages ("AWS STS at https://sts.amazonaws.com")."""
+        for name, value in (headers or {}).items():
+            if header_problem(value) is not None:  # httpx would raise, naming nothing
+                raise CloudAuthError(f"{what}: the {name} header {header_problem(value)}")
         budget = min(self.timeout, deadline.remaining())
         if budget <= 0:
             raise DeadlineExceeded(f"{what}: the deadline passed before it was asked")

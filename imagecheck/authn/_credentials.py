@@ -74,6 +74,15 @@ def bearer_problem(value: str) -> str | None:
     return None
 
 
+def header_problem(value: str) -> str | None:
+    """What makes ``value`` unusable as an HTTP header value as it is (an ``Authorization``
+    token sent without encoding), or ``None``: anything but printable ASCII and tab/space
+    inside (RFC 9110 section 5.5 allows obs-text, which no token service issues)."""
+    if not value.isascii() or any(_control(ch) and ch != "\t" for ch in value):
+        return "contains a character an HTTP header cannot carry (non-ASCII, or control)"
+    return None
+
+
 def _control(ch: str) -> bool:
     return unicodedata.category(ch) == "Cc"
 

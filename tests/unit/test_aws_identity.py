@@ -161,7 +161,8 @@ def test_the_agent_token_from_the_variable_when_no_file_names_one() -> None:
     with pytest.raises(CredentialsError) as caught:
         session_of(env, http)
     assert str(caught.value) == (
-        "AWS_CONTAINER_AUTHORIZATION_TOKEN contains a control character (a trailing newline?)"
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN contains a character an HTTP header cannot carry "
+        "(non-ASCII, or control)"
     )
 
 
@@ -199,15 +200,16 @@ def test_a_bad_web_identity_token_file_is_one_line_naming_it_never_its_content(
     assert http.sent == []
 
 
-def test_a_bad_agent_token_file_is_named_too(tmp_path: Path) -> None:
+@pytest.mark.parametrize("token", ["token\x00tail", "caf\u00e9"], ids=["nul", "non-ascii"])
+def test_a_bad_agent_token_file_is_named_too(tmp_path: Path, token: str) -> None:
     path = tmp_path / "eks-pod-identity-token"
-    path.write_text("token\x00tail")
+    path.write_text(token, encoding="utf-8")
     env = {**POD_IDENTITY, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": str(path)}
     with pytest.raises(CredentialsError) as caught:
         session_of(env, recording())
     assert str(caught.value) == (
-        f"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE {path}: the token contains a control "
-        "character (a trailing newline?)"
+        f"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE {path}: the token contains a character an "
+        "HTTP header cannot carry (non-ASCII, or control)"
     )
 
 

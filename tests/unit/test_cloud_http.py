@@ -121,3 +121,15 @@ def test_a_reason_is_short_and_printable() -> None:
     reason = answer_reason(answer, "Throttling\x1b[31m: " + "x" * 500)
     assert "\x1b" not in reason
     assert len(reason) < 260
+
+
+@pytest.mark.parametrize("value", ["caf\u00e9", "a\nb", "x\x00"])
+def test_a_header_http_cannot_carry_is_refused_before_sending(plain: Echo, value: str) -> None:
+    deadline = Deadline.after(10)
+    call = CloudHTTP().send(
+        "GET", plain.url, what="the agent", deadline=deadline, headers={"Authorization": value}
+    )
+    with pytest.raises(CloudAuthError, match="the Authorization header contains a character") as e:
+        asyncio.run(call)
+    assert value not in str(e.value)
+    assert plain.requests == []
