@@ -36,6 +36,10 @@ class transport_errors:
 
     async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         """Never suppresses: re-raises httpx errors as imagecheck's, leaves the rest alone."""
+        if isinstance(exc, httpx.InvalidURL):
+            # Not an HTTPError: httpx raises it building a redirect to a Location it cannot
+            # parse as a URL it would follow (``data:text/plain,x``).
+            raise ProtocolError(f"{self.host} redirected to an invalid URL") from None
         if exc is None or not isinstance(exc, httpx.HTTPError):
             return
         cert = _certificate_problem(exc)

@@ -30,6 +30,10 @@ CASES: list[tuple[str, Exception, type[RegistryError], str]] = [
      ProtocolError, "registry.test: refusing a non-http(s) URL"),
     ("invalid-location", httpx.RemoteProtocolError("Invalid URL in location header: x."),
      ProtocolError, "registry.test redirected to an invalid URL"),
+    # raised building the redirect to "data:text/plain,hello": not an httpx.HTTPError
+    ("unparsable-location",
+     httpx.InvalidURL("For absolute URLs, path must be empty or begin with '/'"),
+     ProtocolError, "registry.test redirected to an invalid URL"),
     ("connect-error-text-made-printable", httpx.ConnectError("refused\n\x1b[31mfound x"),
      TransientError, "cannot talk to registry.test: refused??[31mfound x"),
     ("server-disconnected", httpx.RemoteProtocolError("Server disconnected"),
@@ -46,3 +50,21 @@ def test_httpx_errors_are_classified_without_their_secrets(
     error = raised(exc)
     assert type(error) is kind
     assert str(error) == message
+
+
+def test_a_redirect_to_a_data_url_is_a_protocol_error() -> None:
+    """What the fuzz suite met: a ping answered 301 to ``data:text/plain,hello``."""
+
+    def moved(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(301, headers={"Location": "data:text/plain,hello"})
+
+    async def main() -> None:
+        transport = httpx.MockTransport(moved)
+        async with (
+            httpx.AsyncClient(transport=transport, follow_redirects=True) as client,
+            transport_errors("registry.test"),
+        ):
+            await client.get("http://registry.test/v2/")
+
+    with pytest.raises(ProtocolError, match=r"registry\.test redirected to an invalid URL"):
+        asyncio.run(main())
