@@ -107,8 +107,6 @@ WAIT_RANGE = (0.0, 7 * 86400.0)
 def kueue_check(
     once: bool,
     controller_name: str,
-    wait: float,
-    on_error: str,
     leader_elect: bool | None,
     lease_name: str,
     lease_namespace: str | None,
@@ -133,10 +131,11 @@ def kueue_check(
     from imagecheck.cluster._kueue_pass import KueueOptions  # noqa: PLC0415
 
     require_credentials_host(settings, "kueue-check")
+    # --wait and --on-error are the run options' names, so they arrive in ``settings``.
     options = KueueOptions(
         controller_name=controller_name,
-        wait=wait,
-        on_error=OnError(on_error),
+        wait=settings.wait if settings.wait is not None else 600.0,
+        on_error=OnError(settings.on_error),
         dry_run=dry_run,
         namespace=namespace,
         deadline=CHECK_DEADLINE,

@@ -119,15 +119,8 @@ class KubeCluster:
             )
         return None  # 404
 
-    async def patch(
-        self,
-        kind: Kind,
-        namespace: str,
-        name: str,
-        patch: Mapping[str, Any],
-        *,
-        status: bool = False,
-    ) -> JSON:
+    async def patch(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any],
+                    *, status: bool = False) -> JSON:  # fmt: skip
         res = _resource(kind).Status if status else _resource(kind)
         # RBAC names the subresource as a resource: a 403 names "workloads/status".
         named = dataclasses.replace(kind, plural=f"{kind.plural}/status") if status else kind
@@ -248,8 +241,7 @@ def _instance(kind: Kind, namespace: str, body: Mapping[str, Any], name: str | N
 
 
 def _scope(kind: Kind, selector: Selector) -> str | None:
-    """lightkube's namespace for a list or watch: "*" is every namespace; a cluster-scoped
-    kind has none."""
+    """lightkube's namespace for a list or watch: "*" all; a cluster-scoped kind has none."""
     if not kind.namespaced:
         return None
     return selector.namespace if selector.namespace is not None else "*"
