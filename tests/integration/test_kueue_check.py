@@ -204,3 +204,37 @@ def test_a_workload_added_while_watching_is_judged(
     asyncio.run(main())
     wl = kube_api.store.items(resource_of(kueue.API_VERSION, "Workload"), NS)[0]
     assert wl["status"]["admissionChecks"][0]["state"] == "Ready"
+
+
+def test_the_stand_in_keeps_status_and_spec_apart(kube_api: KubeAPI) -> None:
+    """The status subresource's rules, through the real client: a main-resource patch leaves
+    the status, a status patch leaves the rest, a stale version is a 409, and only a spec
+    change moves the generation."""
+    from imagecheck.cluster._model import ADMISSION_CHECK, Conflict  # noqa: PLC0415
+
+    async def main() -> dict[str, Any]:
+        async with await KubeCluster.connect(kube_api.kubeconfig) as cluster:
+            created = await cluster.create(
+                ADMISSION_CHECK, "", {**kueue.admission_check(CHECK), "status": {"x": 1}}
+            )
+            assert "status" not in created  # a create ignores the status
+            version = created["metadata"]["resourceVersion"]
+            body = {"metadata": {"resourceVersion": version}, "status": {"conditions": []}}
+            body["spec"] = {"controllerName": "changed"}
+            after = await cluster.patch(ADMISSION_CHECK, "", CHECK, body, status=True)
+            assert after["spec"]["controllerName"] == kueue.CONTROLLER  # ignored
+            assert after["status"] == {"conditions": []}
+            with pytest.raises(Conflict):
+                await cluster.patch(ADMISSION_CHECK, "", CHECK, body, status=True)
+            main: dict[str, Any] = {
+                "spec": {"parameters": {"apiGroup": "a", "kind": "K", "name": "n"}}
+            }
+            main["status"] = {"dropped": True}
+            return await cluster.patch(ADMISSION_CHECK, "", CHECK, main)
+
+    final = asyncio.run(main())
+    assert final["status"] == {"conditions": []}
+    assert final["metadata"]["generation"] == 2
+    assert [w.path for w in kube_api.writes][1] == (
+        f"/apis/kueue.x-k8s.io/v1beta1/admissionchecks/{CHECK}/status"
+    )
