@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from imagecheck.cli._app import run_async
+from imagecheck.cli._controller import controller_options, elected
 from imagecheck.cli._credentials import read_credentials
 from imagecheck.cli._help import exit_codes_help
 from imagecheck.cli._options import registry_options
-from imagecheck.cli._reap import CHECK_DEADLINE, RESYNC_RANGE, _cluster_factory
+from imagecheck.cli._reap import CHECK_DEADLINE, _cluster_factory
 from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
 from imagecheck.cli._types import Seconds, listen_address
 from imagecheck.errors import UsageError
@@ -64,34 +65,7 @@ WAIT_RANGE = (0.0, 7 * 86400.0)
     help="A registry that denies or cannot be reached: pass (Ready: the kubelet tries) or "
     "fail (as missing: Retry, then Rejected).",
 )
-@click.option(
-    "--leader-elect/--no-leader-elect",
-    default=None,
-    help="Without --once: act only while holding a Lease [default: on].",
-)
-@click.option(
-    "--lease-name", default="imagecheck-kueue", show_default=True, help="The Lease's name."
-)
-@click.option("--lease-namespace", metavar="NS", help="The Lease's namespace [default: the pod's].")
-@click.option(
-    "--metrics-listen",
-    metavar="HOST:PORT",
-    help="Without --once: serve /metrics (Prometheus) and /healthz here.",
-)
-@click.option(
-    "--kubeconfig",
-    metavar="PATH",
-    help="kubeconfig file [default: in-cluster, else $KUBECONFIG, ~/.kube/config].",
-)
-@click.option("--context", metavar="NAME", help="kubeconfig context [default: its current one].")
-@click.option(
-    "--resync",
-    type=Seconds(*RESYNC_RANGE),
-    default=60.0,
-    show_default="1m",
-    metavar="DURATION",
-    help="Without --once: the time between full lists.",
-)
+@controller_options("imagecheck-kueue", "Without --once: the time between full lists.")
 @click.option("-n", "--namespace", metavar="NS", help="Only this namespace's Workloads.")
 @click.option("--dry-run", is_flag=True, help="Say what would be set; write nothing.")
 @click.option(
@@ -194,7 +168,6 @@ async def _controller(
     listen: tuple[str, int] | None,
 ) -> None:
     """The loop, behind leader election, with /metrics and /healthz when asked for."""
-    from imagecheck.cluster import Elector, LeaseConfig, identity, own_namespace  # noqa: PLC0415
     from imagecheck.cluster._kueue_loop import KueueLoop, KueueMetrics  # noqa: PLC0415
     from imagecheck.cluster._reap_metrics import serve  # noqa: PLC0415
 
@@ -211,18 +184,7 @@ async def _controller(
         async def work() -> None:
             await KueueLoop(judge, resync, echo, metrics=metrics).run()
 
-        if lease is None:
-            await work()
-            return
-        config = LeaseConfig(lease[0], lease[1] or own_namespace(), identity())
-        elector = Elector(
-            judge.cluster,
-            config,
-            on_change=metrics.leading if metrics else None,
-            on_round=metrics.beat if metrics else None,
-            on_error=metrics.api_error if metrics else None,
-        )
-        await elector.run(work)
+        await elected(judge.cluster, lease, metrics, work)
     finally:
         if runner is not None:
             await runner.cleanup()

@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import Counter, Gauge
 
 from imagecheck.cluster._kueue import State, ours
 from imagecheck.cluster._kueue_pass import KueueChecker, Outcome
@@ -37,53 +37,34 @@ from imagecheck.cluster._model import (
     Unreachable,
 )
 from imagecheck.cluster._reap_loop import BACKOFF, QUEUE
-from imagecheck.cluster._reap_metrics import _error_class
+from imagecheck.cluster._reap_metrics import ControllerMetrics
 
 log = logging.getLogger("imagecheck")
 
 RECHECK = (5.0, 60.0)  # seconds: the first recheck of a Workload in Retry, and the longest
 
 
-class KueueMetrics:
+class KueueMetrics(ControllerMetrics):
     """``/metrics`` of the loop. Labels are bounded: a state (four), a verdict (five), an
     error class (five); never a Workload or an image."""
 
     def __init__(self, stale_after: float, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self.registry = CollectorRegistry()
-        self.stale_after, self.monotonic = stale_after, monotonic
-        self.last_beat = monotonic()
-        self.states = Counter("imagecheck_kueue_states_set", "Admission check states set, by "
-                              "state and the images' worst verdict.", ["state", "verdict"],
-                              registry=self.registry)  # fmt: skip
-        self.retrying = Gauge("imagecheck_kueue_workloads_retrying", "Workloads in Retry, "
-                              "checked again on a backoff.", registry=self.registry)  # fmt: skip
-        self.passes = Counter("imagecheck_kueue_passes", "Full passes (lists) done.",
-                              registry=self.registry)  # fmt: skip
-        self.api_errors = Counter("imagecheck_kueue_api_errors", "Kubernetes API errors, by "
-                                  "class.", ["error"], registry=self.registry)  # fmt: skip
-        self.leader = Gauge("imagecheck_kueue_leader", "1 while this replica holds the Lease.",
-                            registry=self.registry)  # fmt: skip
-
-    def beat(self) -> None:
-        self.last_beat = self.monotonic()
-
-    def healthy(self) -> bool:
-        return self.monotonic() - self.last_beat <= self.stale_after
-
-    def passed(self) -> None:
-        self.passes.inc()
-        self.beat()
-
-    def api_error(self, error: Exception) -> None:
-        self.api_errors.labels(_error_class(error)).inc()
+        super().__init__("kueue", stale_after, monotonic)
+        self.states = Counter(
+            "imagecheck_kueue_states_set",
+            "Admission check states set, by state and the images' worst verdict.",
+            ["state", "verdict"],
+            registry=self.registry,
+        )
+        self.retrying = Gauge(
+            "imagecheck_kueue_workloads_retrying",
+            "Workloads in Retry, checked again on a backoff.",
+            registry=self.registry,
+        )
 
     def outcome(self, outcome: Outcome) -> None:
         if outcome.written:
             self.states.labels(outcome.state, outcome.verdict.value).inc()
-
-    def leading(self, leading: bool) -> None:
-        self.leader.set(1 if leading else 0)
-        self.beat()
 
 
 class KueueLoop:

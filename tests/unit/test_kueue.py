@@ -140,3 +140,37 @@ def test_active_patch_sets_the_condition_once() -> None:
     moved = active_patch(check, NOW + 5)
     assert moved is not None  # a new generation observed; the time stays, still True
     assert moved["status"]["conditions"][1]["lastTransitionTime"] == active["lastTransitionTime"]
+
+
+def test_metrics_count_written_states_on_the_shared_server() -> None:
+    import asyncio  # noqa: PLC0415
+
+    import httpx  # noqa: PLC0415
+
+    from imagecheck.cluster._kueue_loop import KueueMetrics  # noqa: PLC0415
+    from imagecheck.cluster._kueue_pass import Outcome  # noqa: PLC0415
+    from imagecheck.cluster._reap_metrics import serve  # noqa: PLC0415
+
+    clock = [0.0]
+    metrics = KueueMetrics(stale_after=10, monotonic=lambda: clock[0])
+    for written in (True, False):
+        metrics.outcome(Outcome("ns", "w", "c", "Pending", "Retry", "x", Status.MISSING, written))
+    metrics.passed()
+
+    async def main() -> tuple[str, int, int]:
+        runner = await serve(metrics, "127.0.0.1", 0)
+        port = runner.addresses[0][1]
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+                page = (await client.get("/metrics")).text
+                healthy = (await client.get("/healthz")).status_code
+                clock[0] = 11.0
+                stale = (await client.get("/healthz")).status_code
+        finally:
+            await runner.cleanup()
+        return page, healthy, stale
+
+    page, healthy, stale = asyncio.run(main())
+    assert 'imagecheck_kueue_states_set_total{state="Retry",verdict="missing"} 1.0' in page
+    assert "imagecheck_kueue_passes_total 1.0" in page
+    assert (healthy, stale) == (200, 503)
