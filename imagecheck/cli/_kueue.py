@@ -118,7 +118,7 @@ def kueue_check(
         raise UsageError("--leader-elect and --metrics-listen are for the loop, not --once")
     listen = listen_address(metrics_listen, "--metrics-listen") if metrics_listen else None
     lease = (lease_name, lease_namespace) if leader_elect is not False and not once else None
-    factory = _cluster_factory(kubeconfig, context)
+    factory = _cluster_factory(kubeconfig, context, "kueue-check")
     echo = _echo_json if output == "json" else _echo_text
     run_async(_main(factory, options, settings, echo, None if once else (resync, lease, listen)))
 

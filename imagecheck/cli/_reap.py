@@ -189,7 +189,9 @@ async def reap_once(
     return outcomes
 
 
-def _cluster_factory(kubeconfig: str | None, context: str | None) -> Callable[[], Any]:
+def _cluster_factory(
+    kubeconfig: str | None, context: str | None, command: str = "reap"
+) -> Callable[[], Any]:
     """How to reach the cluster: what ``ctx.obj`` offers (tests), else the Kubernetes API
     through the ``cluster`` extra."""
     ctx = click.get_current_context()
@@ -202,7 +204,7 @@ def _cluster_factory(kubeconfig: str | None, context: str | None) -> Callable[[]
             from imagecheck.cluster import KubeCluster  # noqa: PLC0415
         except ImportError:
             raise UsageError(
-                "reap needs the cluster extra: pip install 'imagecheck[cluster]'"
+                f"{command} needs the cluster extra: pip install 'imagecheck[cluster]'"
             ) from None
         return await KubeCluster.connect(kubeconfig=kubeconfig, context=context)
 
