@@ -29,6 +29,7 @@ COMMANDS = {
     "scan": "imagecheck.cli._scan",
     "serve": "imagecheck.cli._serve",
     "reap": "imagecheck.cli._reap",
+    "kueue-check": "imagecheck.cli._kueue",
 }
 
 
@@ -46,7 +47,7 @@ class _LazyCommands(MutableMapping[str, click.Command]):
     def __getitem__(self, name: str) -> click.Command:
         if name not in self._loaded:
             module = importlib.import_module(self._modules[name])  # KeyError: no such command
-            command = getattr(module, name)
+            command = getattr(module, name.replace("-", "_"))  # kueue-check: kueue_check
             assert isinstance(command, click.Command)
             self._loaded[name] = command
         return self._loaded[name]

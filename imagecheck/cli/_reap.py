@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from imagecheck.cli._app import run_async
+from imagecheck.cli._controller import controller_options
 from imagecheck.cli._help import exit_codes_help
 from imagecheck.cli._options import registry_options
 from imagecheck.cli._reaper import reaper_for
@@ -40,7 +41,6 @@ REAP_HELP = exit_codes_help(
 log = logging.getLogger("imagecheck")
 VERDICTS = {s.value: s for s in (Status.MISSING, Status.INVALID, Status.DENIED, Status.ERROR)}
 GRACE_RANGE = (0.0, 7 * 86400.0)
-RESYNC_RANGE = (1.0, 86400.0)
 CHECK_DEADLINE = 60.0  # seconds for one image's check, retries included
 # Tests (and embedders) may hand the command a ready Cluster: ctx.obj = {CLUSTER: factory}.
 CLUSTER = "imagecheck.cluster"
@@ -64,38 +64,9 @@ def act_on(text: str) -> frozenset[Status]:
     help="One pass, then exit (for a CronJob). Without it: list, then watch the pods, "
     "acting on each as its grace ends, and list again every --resync (for a Deployment).",
 )
-@click.option(
-    "--leader-elect/--no-leader-elect",
-    default=None,
-    help="Without --once: act only while holding a Lease, so that of several replicas one "
-    "acts [default: on].",
-)
-@click.option(
-    "--lease-name", default="imagecheck-reap", show_default=True, help="The Lease's name."
-)
-@click.option(
-    "--lease-namespace",
-    metavar="NS",
-    help="The Lease's namespace [default: the pod's: $POD_NAMESPACE, else its service account's].",
-)
-@click.option(
-    "--metrics-listen",
-    metavar="HOST:PORT",
-    help="Without --once: serve /metrics (Prometheus) and /healthz here.",
-)
-@click.option(
-    "--kubeconfig",
-    metavar="PATH",
-    help="kubeconfig file [default: in-cluster, else $KUBECONFIG, ~/.kube/config].",
-)
-@click.option("--context", metavar="NAME", help="kubeconfig context [default: its current one].")
-@click.option(
-    "--resync",
-    type=Seconds(*RESYNC_RANGE),
-    default=60.0,
-    show_default="1m",
-    metavar="DURATION",
-    help="Without --once: the time between full lists (the watch carries changes between).",
+@controller_options(
+    "imagecheck-reap",
+    "Without --once: the time between full lists (the watch carries changes between).",
 )
 @click.option("-n", "--namespace", metavar="NS", help="Only this namespace [default: all].")
 @click.option("-l", "--selector", metavar="LABELS", help="Only pods with these labels (a=b,c=d).")
@@ -218,7 +189,9 @@ async def reap_once(
     return outcomes
 
 
-def _cluster_factory(kubeconfig: str | None, context: str | None) -> Callable[[], Any]:
+def _cluster_factory(
+    kubeconfig: str | None, context: str | None, command: str = "reap"
+) -> Callable[[], Any]:
     """How to reach the cluster: what ``ctx.obj`` offers (tests), else the Kubernetes API
     through the ``cluster`` extra."""
     ctx = click.get_current_context()
@@ -231,7 +204,7 @@ def _cluster_factory(kubeconfig: str | None, context: str | None) -> Callable[[]
             from imagecheck.cluster import KubeCluster  # noqa: PLC0415
         except ImportError:
             raise UsageError(
-                "reap needs the cluster extra: pip install 'imagecheck[cluster]'"
+                f"{command} needs the cluster extra: pip install 'imagecheck[cluster]'"
             ) from None
         return await KubeCluster.connect(kubeconfig=kubeconfig, context=context)
 

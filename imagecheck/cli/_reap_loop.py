@@ -33,7 +33,7 @@ async def controller(
     loop: LoopOptions,
 ) -> None:
     """The loop, behind leader election and with metrics when asked for."""
-    from imagecheck.cluster import Elector, LeaseConfig, identity, own_namespace  # noqa: PLC0415
+    from imagecheck.cli._controller import elected  # noqa: PLC0415
 
     metrics, runner = await _metrics(loop)
     try:
@@ -41,19 +41,7 @@ async def controller(
         async def work() -> None:
             await reap_loop(cluster, reap_options, settings, echo, loop.resync, hooks=metrics)
 
-        if loop.lease is None:
-            await work()
-            return
-        name, namespace = loop.lease
-        config = LeaseConfig(name, namespace or own_namespace(), identity())
-        elector = Elector(
-            cluster,
-            config,
-            on_change=metrics.leading if metrics else None,
-            on_round=metrics.beat if metrics else None,
-            on_error=metrics.api_error if metrics else None,
-        )
-        await elector.run(work)
+        await elected(cluster, loop.lease, metrics, work)
     finally:
         if runner is not None:
             await runner.cleanup()

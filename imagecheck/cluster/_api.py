@@ -21,6 +21,7 @@ in ``KUBECONFIG``, else ``~/.kube/config``, else the pod's service account (in-c
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -105,10 +106,9 @@ class KubeCluster:
 
     def snapshot(self, kind: Kind, selector: Selector = Selector()) -> _Listing:  # noqa: B008
         """As :meth:`list`; ``resource_version`` once read, for a watch to start from."""
-        namespace = selector.namespace if selector.namespace is not None else "*"
         labels = _labels(selector.labels)
         pages = self._client.list(
-            _resource(kind), namespace=namespace, chunk_size=PAGE_SIZE, labels=labels
+            _resource(kind), namespace=_scope(kind, selector), chunk_size=PAGE_SIZE, labels=labels
         )
         return _Listing(kind, selector, pages)
 
@@ -119,10 +119,14 @@ class KubeCluster:
             )
         return None  # 404
 
-    async def patch(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any]) -> JSON:
-        with _mapped("patch", kind, namespace):
+    async def patch(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any],
+                    *, status: bool = False) -> JSON:  # fmt: skip
+        res = _resource(kind).Status if status else _resource(kind)
+        # RBAC names the subresource as a resource: a 403 names "workloads/status".
+        named = dataclasses.replace(kind, plural=f"{kind.plural}/status") if status else kind
+        with _mapped("patch", named, namespace):
             obj = await self._client.patch(
-                _resource(kind), name, dict(patch), namespace=namespace, patch_type=PatchType.MERGE
+                res, name, dict(patch), namespace=namespace, patch_type=PatchType.MERGE
             )
             return _checked(kind, obj)
 
@@ -149,11 +153,10 @@ class KubeCluster:
         """Changes after ``resource_version``, until the caller stops. When the server ends
         a stream (its timeout), lightkube watches again from the last version seen; a
         broken one raises :class:`Unreachable`; :class:`Gone`: list again."""
-        namespace = selector.namespace if selector.namespace is not None else "*"
         with _mapped("watch", kind, selector.namespace):
             events = self._client.watch(
                 _resource(kind),
-                namespace=namespace,
+                namespace=_scope(kind, selector),
                 labels=_labels(selector.labels),
                 resource_version=resource_version,
             )
@@ -235,6 +238,13 @@ def _instance(kind: Kind, namespace: str, body: Mapping[str, Any], name: str | N
     obj.setdefault("apiVersion", kind.api_version)
     obj.setdefault("kind", kind.kind)
     return _resource(kind)(obj)
+
+
+def _scope(kind: Kind, selector: Selector) -> str | None:
+    """lightkube's namespace for a list or watch: "*" all; a cluster-scoped kind has none."""
+    if not kind.namespaced:
+        return None
+    return selector.namespace if selector.namespace is not None else "*"
 
 
 def _labels(selector: str | None) -> dict[str, Any] | None:

@@ -44,6 +44,9 @@ DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 STATEFULSET = Kind("apps/v1", "StatefulSet", "statefulsets")
 DAEMONSET = Kind("apps/v1", "DaemonSet", "daemonsets")
 REPLICASET = Kind("apps/v1", "ReplicaSet", "replicasets")
+# Kueue's (kueue.x-k8s.io): the kinds `kueue-check` reads, and writes the status of.
+WORKLOAD = Kind("kueue.x-k8s.io/v1beta1", "Workload", "workloads")
+ADMISSION_CHECK = Kind("kueue.x-k8s.io/v1beta1", "AdmissionCheck", "admissionchecks", False)
 
 
 @dataclass(frozen=True)
@@ -86,9 +89,19 @@ class Cluster(Protocol):
         """One object, or None when it does not exist."""
         ...
 
-    async def patch(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any]) -> JSON:
+    async def patch(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        status: bool = False,
+    ) -> JSON:
         """A JSON merge patch (RFC 7386); with ``metadata.resourceVersion`` in ``patch`` the
-        API refuses it (:class:`Conflict`) when the object changed since it was read."""
+        API refuses it (:class:`Conflict`) when the object changed since it was read. With
+        ``status``, to the status subresource (``.../NAME/status``): only the status changes.
+        A cluster-scoped kind's ``namespace`` is ""."""
         ...
 
     async def create(self, kind: Kind, namespace: str, body: Mapping[str, Any]) -> JSON:

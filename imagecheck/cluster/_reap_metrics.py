@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import (
@@ -27,38 +28,29 @@ from imagecheck.cluster._reap import STUCK_REASONS, Action, Outcome, StuckPod
 from imagecheck.cluster._reap_loop import Hooks
 
 
-class ReapMetrics(Hooks):
-    """The loop's hooks, counted. ``healthy()``: the loop listed, or a candidate tried the
-    Lease, within ``stale_after`` seconds."""
+class ControllerMetrics:
+    """What every controller loop shows of itself (``imagecheck_<name>_passes``, ``_api_errors``,
+    ``_leader``), and ``healthy()``: the loop listed, or a candidate tried the Lease, within
+    ``stale_after`` seconds."""
 
-    def __init__(self, stale_after: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, name: str, stale_after: float, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
         self.registry = CollectorRegistry()
         self.stale_after = stale_after
         self.monotonic = monotonic
         self.last_beat = monotonic()
-        self.stuck_pods = Gauge(
-            "imagecheck_reap_stuck_pods",
-            "Pods waiting on an image pull that reap keeps (the selector's), by waiting reason.",
-            ["reason"],
-            registry=self.registry,
-        )
-        self.jobs_failed = Counter(
-            "imagecheck_reap_jobs_failed",
-            "Jobs failed (and bare pods deleted, kind=pod), by the registry's verdict.",
-            ["kind", "verdict"],
-            registry=self.registry,
-        )
         self.passes = Counter(
-            "imagecheck_reap_passes", "Full passes (lists) done.", registry=self.registry
+            f"imagecheck_{name}_passes", "Full passes (lists) done.", registry=self.registry
         )
         self.api_errors = Counter(
-            "imagecheck_reap_api_errors",
+            f"imagecheck_{name}_api_errors",
             "Kubernetes API errors, by class: forbidden, gone, conflict, unreachable, other.",
             ["error"],
             registry=self.registry,
         )
         self.leader = Gauge(
-            "imagecheck_reap_leader",
+            f"imagecheck_{name}_leader",
             "1 while this replica holds the Lease.",
             registry=self.registry,
         )
@@ -76,6 +68,29 @@ class ReapMetrics(Hooks):
     def api_error(self, error: Exception) -> None:
         self.api_errors.labels(_error_class(error)).inc()
 
+    def leading(self, leading: bool) -> None:
+        self.leader.set(1 if leading else 0)
+        self.beat()
+
+
+class ReapMetrics(ControllerMetrics, Hooks):
+    """The reap loop's hooks, counted."""
+
+    def __init__(self, stale_after: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+        super().__init__("reap", stale_after, monotonic)
+        self.stuck_pods = Gauge(
+            "imagecheck_reap_stuck_pods",
+            "Pods waiting on an image pull that reap keeps (the selector's), by waiting reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.jobs_failed = Counter(
+            "imagecheck_reap_jobs_failed",
+            "Jobs failed (and bare pods deleted, kind=pod), by the registry's verdict.",
+            ["kind", "verdict"],
+            registry=self.registry,
+        )
+
     def stuck(self, pods: Iterable[StuckPod]) -> None:
         counts = Tally(pod.reason for pod in pods)
         for reason in STUCK_REASONS:
@@ -87,10 +102,6 @@ class ReapMetrics(Hooks):
                 kind = "job" if outcome.job else "pod"
                 self.jobs_failed.labels(kind, outcome.verdict.value).inc()
 
-    def leading(self, leading: bool) -> None:
-        self.leader.set(1 if leading else 0)
-        self.beat()
-
 
 def _error_class(error: Exception) -> str:
     for cls, name in ((Forbidden, "forbidden"), (Gone, "gone"), (Conflict, "conflict")):
@@ -99,7 +110,15 @@ def _error_class(error: Exception) -> str:
     return "unreachable" if isinstance(error, Unreachable) else "other"
 
 
-async def serve(metrics: ReapMetrics, host: str, port: int) -> web.AppRunner:
+class Served(Protocol):
+    """What :func:`serve` shows: a controller's metrics and whether its loop is alive."""
+
+    registry: CollectorRegistry
+
+    def healthy(self) -> bool: ...
+
+
+async def serve(metrics: Served, host: str, port: int) -> web.AppRunner:
     """``/metrics`` and ``/healthz`` (200 "ok", or 503 when the loop has gone quiet)."""
 
     async def metrics_page(request: web.Request) -> web.Response:

@@ -117,21 +117,28 @@ class PodKeychains:
         """The pod's pull secrets ahead of the command's own sources; None (the checker's own:
         local config, then anonymous) when it has none or RBAC forbids reading secrets (said
         once)."""
-        if not pod.pull_secrets or self.keychain_for is None or self.forbidden:
+        return await self.for_secrets(pod.namespace, pod.pull_secrets, f"pod {pod.path}")
+
+    async def for_secrets(
+        self, namespace: str, names: Sequence[str], where: str
+    ) -> Keychain | None:
+        """As a pod's, for the secrets ``names`` of ``namespace`` (``where`` uses them: a
+        pod, a Workload's pod set)."""
+        if not names or self.keychain_for is None or self.forbidden:
             return None
         texts: list[tuple[str, str]] = []
-        for name in pod.pull_secrets:
+        for name in names:
             try:
                 # Silent when absent: a loop would say it again for every pod of every pass.
-                text = await read_dockerconfig(self.cluster, pod.namespace, name, say_absent=False)
+                text = await read_dockerconfig(self.cluster, namespace, name, say_absent=False)
             except Forbidden as exc:
                 self.forbidden = True
                 log.warning("%s; checking without pull secrets (local config, anonymous)", exc)
                 return None
             if text is not None:
-                texts.append((text, f"secret {pod.namespace}/{name}"))
+                texts.append((text, f"secret {namespace}/{name}"))
         try:
             return self.keychain_for(texts) if texts else None
         except CredentialsError as exc:
-            log.warning("pull secrets of pod %s not used: %s", pod.path, exc)
+            log.warning("pull secrets of %s not used: %s", where, exc)
             return None

@@ -80,8 +80,20 @@ class FakeCluster:
                    "metadata": {"name": name, "namespace": namespace}}  # fmt: skip
         return copy.deepcopy(obj) if obj is not None else None
 
-    async def patch(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any]) -> JSON:
-        self.writes.append(Write("patch", kind.plural, namespace, name, copy.deepcopy(patch)))
+    async def patch(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        status: bool = False,
+    ) -> JSON:
+        verb = "patch status" if status else "patch"
+        self.writes.append(Write(verb, kind.plural, namespace, name, copy.deepcopy(patch)))
+        if status:  # the status subresource: only the status (and the version checked) change
+            patch = {k: v for k, v in patch.items() if k in ("metadata", "status")}
+            patch = {**patch, "metadata": {"resourceVersion": _version_of(patch)}}
         self._check("patch", kind, namespace)
         key = (kind.plural, namespace, name)
         current = self.objects[key]
@@ -179,3 +191,7 @@ def _labels(selector: str | None) -> dict[str, str]:
         return {}
     pairs = (part.split("=", 1) for part in selector.split(","))
     return {k.strip(): v.strip() for k, v in pairs}
+
+
+def _version_of(patch: Mapping[str, Any]) -> Any:
+    return (patch.get("metadata") or {}).get("resourceVersion")

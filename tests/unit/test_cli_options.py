@@ -82,6 +82,8 @@ NUMERIC_OPTIONS = [
     ("audit", "--retries"), ("audit", "--interval"), ("audit", "--max-series"),
     ("reap", "--timeout"), ("reap", "--concurrency"), ("reap", "--retries"),
     ("reap", "--grace"), ("reap", "--resync"),
+    ("kueue-check", "--timeout"), ("kueue-check", "--concurrency"),
+    ("kueue-check", "--retries"), ("kueue-check", "--wait"), ("kueue-check", "--resync"),
     ("serve", "--timeout"), ("serve", "--concurrency"), ("serve", "--retries"),
     ("serve", "--review-deadline"), ("serve", "--cache-ttl"), ("serve", "--missing-ttl"),
     ("serve", "--cert-reload-interval"), ("serve", "--read-timeout"),
@@ -130,7 +132,7 @@ def test_seconds_take_numbers_and_durations(option: str, value: str, seconds: fl
     assert param.type.convert(value, param, None) == seconds
 
 
-@pytest.mark.parametrize("command", ["check", "scan", "serve", "audit", "reap"])
+@pytest.mark.parametrize("command", ["check", "scan", "serve", "audit", "reap", "kueue-check"])
 @pytest.mark.parametrize(
     ("args", "env"),
     [

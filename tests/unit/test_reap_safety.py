@@ -76,7 +76,15 @@ class ChangingCluster(FakeCluster):
     changes: int = 1
     then: Mapping[str, Any] = {"metadata": {"labels": {"touched": "yes"}}}
 
-    async def patch(self, kind: Kind, namespace: str, name: str, patch: Mapping[str, Any]) -> Any:
+    async def patch(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        status: bool = False,
+    ) -> Any:
         if self.changes > 0:
             self.changes -= 1
             from tests.support.fakecluster import merge_patch  # noqa: PLC0415
@@ -84,7 +92,7 @@ class ChangingCluster(FakeCluster):
             key = (kind.plural, namespace, name)
             self.objects[key] = merge_patch(self.objects[key], self.then)
             self._bump(self.objects[key])
-        return await super().patch(kind, namespace, name, patch)
+        return await super().patch(kind, namespace, name, patch, status=status)
 
 
 def test_conflict_reads_again_and_retries(small_trust_store: None) -> None:

@@ -3,6 +3,7 @@ its own, serving the objects of a :class:`Store` under the API's real paths:
 
     /api/v1/[namespaces/{ns}/]{plural}[/{name}]
     /apis/{group}/{version}/[namespaces/{ns}/]{plural}[/{name}]
+    .../{plural}/{name}/status  (the kinds with a status subresource: ``subresources.py``)
 
 list (labelSelector, limit/continue, the list's resourceVersion; items without
 apiVersion/kind, as the API serves them), get, watch (``?watch=true``: JSON lines of the
@@ -73,7 +74,7 @@ class KubeAPIServer:
         route = _route(request.path)
         if route is None:
             return _status(ApiError(404, "NotFound", "the server could not find the resource"))
-        res, namespace, name = route
+        res, namespace, name, subresource = route
         body = None
         try:
             if request.method in ("PATCH", "POST", "PUT"):
@@ -84,7 +85,7 @@ class KubeAPIServer:
                 and request.query.get("watch") in ("1", "true")
             ):
                 return await self._watch(request, res, namespace)
-            answer = self._dispatch(request, res, namespace, name, body)
+            answer = self._dispatch(request, res, namespace, name, body, subresource)
         except ApiError as exc:
             self._log_write(request, body, exc.status["code"])
             return _status(exc)
@@ -98,15 +99,20 @@ class KubeAPIServer:
         namespace: str | None,
         name: str | None,
         body: Any,
+        subresource: str | None = None,
     ) -> Any:
         verb = _verb(request.method, name)
         with self.store.lock:
-            self.store.check(verb, res, namespace)
+            self.store.check(verb, res, namespace, subresource)
             self.store.interject(verb, res)
             if verb == "list":
                 return self._list(request, res, namespace)
+            if not res.namespaced:
+                namespace = ""  # a cluster-scoped object's path names no namespace
             if namespace is None:
                 raise ApiError(405, "MethodNotAllowed", f"{verb} needs a namespace")
+            if subresource is not None and verb not in ("get", "patch", "update"):
+                raise ApiError(405, "MethodNotAllowed", f"{verb} on {subresource}")
             if verb == "create":
                 return self.store.create(res, namespace, body)
             assert name is not None
@@ -115,9 +121,9 @@ class KubeAPIServer:
             if verb == "patch":
                 if request.content_type != MERGE_PATCH:
                     raise ApiError(415, "UnsupportedMediaType", f"not {MERGE_PATCH}")
-                return self.store.patch(res, namespace, name, body)
+                return self.store.patch(res, namespace, name, body, subresource)
             if verb == "update":
-                return self.store.replace(res, namespace, name, body)
+                return self.store.replace(res, namespace, name, body, subresource)
             return self.store.delete(res, namespace, name)
 
     def _list(self, request: web.Request, res: Resource, namespace: str | None) -> Any:
@@ -189,7 +195,8 @@ class KubeAPIServer:
                 )
 
 
-def _route(path: str) -> tuple[Resource, str | None, str | None] | None:
+def _route(path: str) -> tuple[Resource, str | None, str | None, str | None] | None:
+    """The resource, namespace, name and subresource a path names; None: not served."""
     parts = path.strip("/").split("/")
     if parts[:2] == ["api", "v1"]:
         group, version, rest = "", "v1", parts[2:]
@@ -200,11 +207,16 @@ def _route(path: str) -> tuple[Resource, str | None, str | None] | None:
     namespace = None
     if len(rest) >= 2 and rest[0] == "namespaces":
         namespace, rest = rest[1], rest[2:]
+    subresource = rest.pop() if len(rest) == 3 else None
     if not 1 <= len(rest) <= 2:
         return None
     for res in RESOURCES:
         if (res.group, res.version, res.plural) == (group, version, rest[0]):
-            return res, namespace, rest[1] if len(rest) == 2 else None
+            if subresource is not None and not (subresource == "status" and res.status):
+                return None
+            if namespace is not None and not res.namespaced:
+                return None
+            return res, namespace, rest[1] if len(rest) == 2 else None, subresource
     return None
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.support.fakecluster import merge_patch
+from tests.support.kubeapi import subresources
 
 JSON = dict[str, Any]
 SERVICE_ACCOUNT = "system:serviceaccount:imagecheck:imagecheck"
@@ -25,6 +26,8 @@ class Resource:
     version: str
     plural: str
     kind: str
+    namespaced: bool = True
+    status: bool = False  # has the status subresource (``subresources.py``)
 
     @property
     def api_version(self) -> str:
@@ -48,6 +51,10 @@ RESOURCES = [
     Resource("apps", "v1", "statefulsets", "StatefulSet"),
     Resource("apps", "v1", "daemonsets", "DaemonSet"),
     Resource("apps", "v1", "replicasets", "ReplicaSet"),
+    # Kueue's CRDs (kueue.x-k8s.io, config/components/crd/bases): both with the status
+    # subresource; an AdmissionCheck is cluster-scoped.
+    Resource("kueue.x-k8s.io", "v1beta1", "workloads", "Workload", status=True),
+    Resource("kueue.x-k8s.io", "v1beta1", "admissionchecks", "AdmissionCheck", False, status=True),
 ]
 
 
@@ -97,11 +104,13 @@ class Store:
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     def add(self, obj: JSON) -> JSON:
-        """Store ``obj`` (the server fills uid, resourceVersion, creationTimestamp)."""
+        """Store ``obj`` (the server fills uid, resourceVersion, creationTimestamp); its
+        status is kept, as if its controller had written it since."""
         res = resource_of(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
+        namespace = meta.get("namespace", "default") if res.namespaced else ""
         with self.lock:
-            return self.create(res, meta.get("namespace", "default"), obj)
+            return self.create(res, namespace, obj, seed=True)
 
     def add_raw(self, plural: str, namespace: str, key: str, raw: Any) -> None:
         """Store anything at all (a malformed object a list will serve as it is)."""
@@ -114,15 +123,18 @@ class Store:
             self.history.clear()
             self.compacted = self.version
 
-    def check(self, verb: str, res: Resource, namespace: str | None) -> None:
-        if self.allowed is None or (verb, res.plural) in self.allowed:
+    def check(
+        self, verb: str, res: Resource, namespace: str | None, subresource: str | None = None
+    ) -> None:
+        plural = f"{res.plural}/{subresource}" if subresource else res.plural
+        if self.allowed is None or (verb, plural) in self.allowed:
             return
         where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
         raise ApiError(
             403,
             "Forbidden",
             f'{res.qualified} is forbidden: User "{SERVICE_ACCOUNT}" cannot {verb} resource '
-            f'"{res.plural}" in API group "{res.group}" {where}',
+            f'"{plural}" in API group "{res.group}" {where}',
             res.plural,
         )
 
@@ -146,8 +158,8 @@ class Store:
             raise ApiError(404, "NotFound", f'{res.qualified} "{name}" not found', res.plural)
         return copy.deepcopy(obj)
 
-    def create(self, res: Resource, namespace: str, body: JSON) -> JSON:
-        obj = copy.deepcopy(body)
+    def create(self, res: Resource, namespace: str, body: JSON, *, seed: bool = False) -> JSON:
+        obj = copy.deepcopy(body) if seed else subresources.created(res.status, body)
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + secrets.token_hex(3)
@@ -156,21 +168,33 @@ class Store:
             raise ApiError(
                 409, "AlreadyExists", f'{res.qualified} "{name}" already exists', res.plural
             )
-        meta.update(namespace=namespace, creationTimestamp="2026-12-03T09:00:00Z")
+        meta.update(creationTimestamp="2026-12-03T09:00:00Z")
+        if res.namespaced:
+            meta["namespace"] = namespace
+        if res.status:
+            meta.setdefault("generation", 1)
         meta["uid"] = f"uid-{res.kind.lower()}-{name}"
         obj.update(apiVersion=res.api_version, kind=res.kind)
         return self._put(res, namespace, obj, "ADDED")
 
-    def patch(self, res: Resource, namespace: str, name: str, patch: JSON) -> JSON:
+    def patch(
+        self, res: Resource, namespace: str, name: str, patch: JSON, subresource: str | None = None
+    ) -> JSON:
         current = self.get(res, namespace, name)
         self._check_version(res, current, (patch.get("metadata") or {}).get("resourceVersion"))
-        return self._put(res, namespace, merge_patch(current, patch), "MODIFIED")
+        obj = subresources.written(res.status, current, merge_patch(current, patch), subresource)
+        return self._put(res, namespace, obj, "MODIFIED")
 
-    def replace(self, res: Resource, namespace: str, name: str, body: JSON) -> JSON:
+    def replace(
+        self, res: Resource, namespace: str, name: str, body: JSON, subresource: str | None = None
+    ) -> JSON:
         current = self.get(res, namespace, name)
         self._check_version(res, current, (body.get("metadata") or {}).get("resourceVersion"))
         obj = copy.deepcopy(body)
-        obj["metadata"].update(uid=current["metadata"]["uid"], namespace=namespace, name=name)
+        obj["metadata"].update(uid=current["metadata"]["uid"], name=name)
+        if res.namespaced:
+            obj["metadata"]["namespace"] = namespace
+        obj = subresources.written(res.status, current, obj, subresource)
         return self._put(res, namespace, obj, "MODIFIED")
 
     def delete(self, res: Resource, namespace: str, name: str) -> JSON:
