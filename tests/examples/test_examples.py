@@ -70,7 +70,8 @@ FILES, DOCUMENTS = collect()
 # Checked by their own tests: the webhook's manifests (cert-manager objects, no initContainer)
 # in test_webhook_examples.py, the CI pipelines (not Kubernetes objects) in test_ci_files.py, and
 # cluster mode's (imagecheck is the main container, not an initContainer): reap's CronJob and
-# Deployment in test_reap_examples.py, audit's CronJob and Deployment in test_cluster_examples.py.
+# Deployment in test_reap_examples.py, audit's CronJob and Deployment in test_cluster_examples.py,
+# the gate's webhook configuration in test_gate_examples.py.
 OWN_TESTS = (
     EXAMPLES / "webhook",
     EXAMPLES / "github-actions.yml",
@@ -79,6 +80,7 @@ OWN_TESTS = (
     EXAMPLES / "reap-deployment.yaml",
     EXAMPLES / "audit-cronjob.yaml",
     EXAMPLES / "audit-deployment.yaml",
+    EXAMPLES / "gate" / "mutatingwebhook.yaml",
 )
 
 
