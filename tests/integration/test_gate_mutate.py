@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from aiohttp import web
 
 from tests.support.kubeapi import KubeAPI, MutatingWebhook
 from tests.support.mutateserver import GATE, MutateServer
@@ -104,3 +105,21 @@ def test_a_webhook_down_fails_the_create_under_fail(
     assert answer.json()["reason"] == "InternalError"
     assert 'failed calling webhook "gate.imagecheck.io"' in answer.json()["message"]
     assert not [key for key in kube_api.store.objects if key[0] == "pods"]
+
+
+def test_the_framer_answers_the_review_itself_when_on(
+    kube_api: KubeAPI, tls_material: TLSMaterial, fastpath_mode: str
+) -> None:
+    server = MutateServer(tls_material.server_context())
+    routed: list[str] = []
+    route = server.endpoint.mutate
+
+    async def counted(request: web.Request) -> web.Response:
+        routed.append(request.path)
+        return await route(request)
+
+    server.endpoint.mutate = counted  # type: ignore[method-assign]
+    with server:
+        register(kube_api, server.url, tls_material)
+        assert stored_gates(kube_api, create_pod(kube_api, tls_material)) == [{"name": GATE}]
+    assert routed == ([] if fastpath_mode == "fast" else ["/mutate"])
