@@ -17,10 +17,11 @@ the rest over unchanged:
   keep-alive request with a ``Content-Length`` body (``_heads.py``). Anything else hands this
   request and every later byte of the connection to aiohttp for good, so aiohttp's answers
   to them are the ones it gives alone;
-- a framed review (``POST /validate`` or ``/``, no ``Content-Encoding``) is offered to
-  ``answer_now`` (the webhook: JSON, review, cache; None when it would need I/O), but only
-  when aiohttp holds no request of this connection, so that answers leave in the order the
-  requests came (pipelining). Any other framed request is handed to aiohttp whole;
+- a framed review (a POST to a review path: serve's ``/validate`` or ``/``, gate's
+  ``/mutate``; no ``Content-Encoding``) is offered to ``answer_now`` (the webhook: JSON,
+  review, cache; None when it would need I/O), but only when aiohttp holds no request of this
+  connection, so that answers leave in the order the requests came (pipelining). Any other
+  framed request is handed to aiohttp whole;
 - aiohttp holds at most one framed request of a connection at a time, and nothing more is
   read while it does, nor while the client leaves its answers unread (``pause_writing``):
   what a connection queues here is one request, never a backlog of them;
@@ -41,7 +42,7 @@ from typing import Any, Protocol
 from aiohttp.http import SERVER_SOFTWARE
 from aiohttp.web_protocol import RequestHandler
 
-from imagecheck.fastpath._heads import Framed, Heads
+from imagecheck.fastpath._heads import REVIEW_PATHS, Framed, Heads
 from imagecheck.fastpath._reading import SharedReading
 
 # Answers a connection may hold, unread by its client, before nothing more is answered or read
@@ -89,16 +90,23 @@ def http_answer(status: int, body: bytes) -> bytes:
 
 class Connection(asyncio.Protocol):
     """The protocol of one accepted connection (see the module docstring). Without
-    ``framing`` (the fast path switched off) every byte goes to aiohttp as it arrives."""
+    ``framing`` (the fast path switched off) every byte goes to aiohttp as it arrives.
+    ``paths``: the review routes whose requests are offered to ``answer_now``."""
 
     def __init__(
-        self, listener: Owner, conn: object, answer_now: AnswerNow, *, framing: bool = True
+        self,
+        listener: Owner,
+        conn: object,
+        answer_now: AnswerNow,
+        *,
+        framing: bool = True,
+        paths: frozenset[str] = REVIEW_PATHS,
     ) -> None:
         self._listener = listener
         self._conn = conn
         self._answer_now = answer_now
         self.handler: RequestHandler = listener.new_handler()
-        self._heads = Heads(self.handler)
+        self._heads = Heads(self.handler, paths)
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._handed_over = not framing  # aiohttp frames the rest of the connection

@@ -32,6 +32,7 @@ MAX_HEAD = 16 * 1024
 # Reviews of a few containers are 2-20 KiB; a bigger body goes to aiohttp, which reads it
 # under its read slots (``webhook/_server.py``) instead of holding it per connection here.
 MAX_INLINE_BODY = 64 * 1024
+# serve's review routes; another server (gate's ``/mutate``) names its own.
 REVIEW_PATHS = frozenset({"/validate", "/"})
 _FOREIGN_HEADERS = (hdrs.TRANSFER_ENCODING, hdrs.EXPECT, hdrs.UPGRADE, hdrs.CONNECTION)
 _BARE_LF = re.compile(rb"(?<!\r)\n")
@@ -40,7 +41,8 @@ _CRLF_CRLF = b"\r\n\r\n"
 
 class Framed:
     """A request whose end is known: ``size`` bytes from the start of the buffer. ``inline``:
-    a review the framer may answer itself (``POST /validate`` or ``/``, no content coding)."""
+    a review the framer may answer itself (a POST to a review path, by default ``/validate``
+    or ``/``, without a content coding)."""
 
     __slots__ = ("head_size", "inline", "size")
 
@@ -55,10 +57,11 @@ class Heads:
     """The head of the request at the start of one connection's buffer, scanned as its
     bytes arrive. :meth:`next` once that request has left the buffer."""
 
-    __slots__ = ("_framed", "_handler", "_scanned")
+    __slots__ = ("_framed", "_handler", "_paths", "_scanned")
 
-    def __init__(self, handler: RequestHandler) -> None:
+    def __init__(self, handler: RequestHandler, paths: frozenset[str] = REVIEW_PATHS) -> None:
         self._handler = handler
+        self._paths = paths
         self._scanned = 0  # bytes of the buffer known to hold no head end and no bare LF
         self._framed: Framed | None = None
 
@@ -77,14 +80,17 @@ class Heads:
         if end < 0:
             self._scanned = len(buffer)
             return None
-        framed = parse_head(bytes(buffer[:stop]), self._handler)
+        framed = parse_head(bytes(buffer[:stop]), self._handler, self._paths)
         if isinstance(framed, Framed):
             self._framed = framed
         return framed
 
 
-def parse_head(head: bytes, handler: RequestHandler) -> Framed | str:
-    """``head`` (ending with CRLF CRLF) framed by aiohttp's parser, or ``FOREIGN``."""
+def parse_head(
+    head: bytes, handler: RequestHandler, paths: frozenset[str] = REVIEW_PATHS
+) -> Framed | str:
+    """``head`` (ending with CRLF CRLF) framed by aiohttp's parser, or ``FOREIGN``; inline
+    when it is a POST to one of ``paths`` (the server's review routes)."""
     parser = HttpRequestParser(
         handler,
         asyncio.get_running_loop(),
@@ -120,7 +126,7 @@ def parse_head(head: bytes, handler: RequestHandler) -> Framed | str:
         return FOREIGN
     inline = (
         message.method == hdrs.METH_POST
-        and message.path.partition("?")[0] in REVIEW_PATHS
+        and message.path.partition("?")[0] in paths
         and hdrs.CONTENT_ENCODING not in headers
     )
     return Framed(len(head), len(head) + int(length), inline)

@@ -29,6 +29,7 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_server import Server
 
 from imagecheck.fastpath._framing import AnswerNow, Connection
+from imagecheck.fastpath._heads import REVIEW_PATHS
 from imagecheck.fastpath._phases import Accepted, Phases
 from imagecheck.fastpath._switch import enabled
 
@@ -69,7 +70,8 @@ class Listener(Phases):
 
     ``on_close(reason)`` is told of every connection the listener itself closes: ``refused``
     and ``evicted`` (the cap), ``header_timeout``. ``framing`` (by default the switch,
-    ``fastpath.enabled()``, read once here) puts the request framer in front of aiohttp.
+    ``fastpath.enabled()``, read once here) puts the request framer in front of aiohttp;
+    POSTs to ``review_paths`` are offered to ``answer_now``.
     """
 
     def __init__(
@@ -81,11 +83,13 @@ class Listener(Phases):
         on_close: Callable[[str], None] = lambda reason: None,
         answer_now: AnswerNow = lambda body: None,
         framing: bool | None = None,
+        review_paths: frozenset[str] = REVIEW_PATHS,
     ) -> None:
         super().__init__(read_timeout=read_timeout, on_close=on_close)
         self._ssl = ssl_context
         self._max = max(1, max_connections)
         self._answer_now = answer_now
+        self._paths = review_paths
         self._framing = enabled() if framing is None else framing
         self._server: Server | None = None
         self._socket: socket.socket | None = None
@@ -170,7 +174,9 @@ class Listener(Phases):
             }
         try:
             await loop.connect_accepted_socket(
-                lambda: Connection(self, conn, self._answer_now, framing=self._framing),
+                lambda: Connection(
+                    self, conn, self._answer_now, framing=self._framing, paths=self._paths
+                ),
                 client,
                 **tls,
             )

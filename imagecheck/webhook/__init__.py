@@ -8,6 +8,10 @@ time it waits, the connections and bytes a client may hold), since anyone who ma
 can send one. Logs are JSON lines (:class:`JsonFormatter`), and Prometheus metrics count what
 was answered.
 
+``imagecheck gate`` mounts ``POST /mutate`` (:class:`MutateEndpoint`, :func:`mutate_review`):
+a mutating webhook that adds its scheduling gate to new pods, so that none is scheduled before
+the gate controller has checked its images.
+
 It needs the ``webhook`` extra (``pip install 'imagecheck[webhook]'``); the initContainer
 image does not carry it. Names are imported on first use, so the defaults the command line
 shows load no aiohttp.
@@ -21,9 +25,14 @@ TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the 
 
 _EXPORTS = {
     "JsonFormatter": "imagecheck.webhook._telemetry",
+    "MUTATE_PATHS": "imagecheck.webhook._mutate_route",
+    "MutateEndpoint": "imagecheck.webhook._mutate_route",
+    "mutate_review": "imagecheck.webhook._mutate",
 }
 
 if TYPE_CHECKING:
+    from imagecheck.webhook._mutate import mutate_review
+    from imagecheck.webhook._mutate_route import MUTATE_PATHS, MutateEndpoint
     from imagecheck.webhook._telemetry import JsonFormatter
 
 if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt name for it
@@ -31,5 +40,8 @@ if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt nam
 
 
 __all__ = [
+    "MUTATE_PATHS",
     "JsonFormatter",
+    "MutateEndpoint",
+    "mutate_review",
 ]

@@ -14,8 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from aiohttp import hdrs, web
+
+from imagecheck.webhook._limits import MAX_REVIEW_BYTES
+from imagecheck.webhook._review import BadReview, load_json
 
 # Codings applied one over another, and gzip members one after another, beyond which a body
 # is refused rather than decoded (no client stacks them; each costs a decompressor).
@@ -25,6 +30,7 @@ ACCEPTED = "gzip, deflate"
 # A body this small is read without a read slot (``ReadSlot``).
 SMALL_BODY = 64 * 1024
 _GZIP = 16 + zlib.MAX_WBITS
+T = TypeVar("T")
 _ZLIB = zlib.MAX_WBITS
 _RAW_DEFLATE = -zlib.MAX_WBITS
 
@@ -88,6 +94,31 @@ async def read_body(request: web.Request, limit: int, slot: ReadSlot) -> bytes:
     if codings:  # what it decodes to may be as big as any
         await slot.take()
     return decoded(bytes(body), codings, limit)
+
+
+async def read_review_body(request: web.Request, slot: ReadSlot, budget: float) -> bytes:
+    """:func:`read_body` of a review (at most ``MAX_REVIEW_BYTES``), within ``budget``
+    seconds: a 408 after."""
+    try:
+        async with asyncio.timeout(budget):
+            return await read_body(request, MAX_REVIEW_BYTES, slot)
+    except TimeoutError:
+        raise Unreadable(408, f"request body not received within {budget:.1f}s") from None
+
+
+def parsed_review(
+    body: bytes, parse: Callable[[Any], T], load: Callable[[bytes], Any] = load_json
+) -> T:
+    """``parse`` of the JSON in ``body``: a 400 when it is not JSON or ``parse`` finds no
+    review (``BadReview``); ``RecursionError`` when it nests too deeply for ``load``."""
+    try:
+        data = load(body)
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError
+        raise Unreadable(400, "body is not JSON") from None
+    try:
+        return parse(data)
+    except BadReview as exc:
+        raise Unreadable(400, str(exc)) from None
 
 
 def content_codings(values: list[str]) -> list[str]:

@@ -8,3 +8,5 @@ DEFAULT_READ_TIMEOUT = 5.0
 DEFAULT_MAX_CONNECTIONS = 250
 # Distinct images checked per review; the rest are refused as not checked.
 DEFAULT_MAX_IMAGES = 100
+# AdmissionReviews carry the whole object; etcd stores objects up to 1.5 MiB.
+MAX_REVIEW_BYTES = 3 * 1024 * 1024

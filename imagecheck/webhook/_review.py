@@ -119,6 +119,35 @@ def parse_review(body: Any, *, secrets: bool = True) -> Review:
     """The review in ``body`` (parsed JSON). ``secrets``: look for the object's pull secrets
     and ServiceAccounts too (more walks of the object: only a webhook that reads them needs
     them)."""
+    request = admission_request(body)
+    obj = mapping(request.get("object"))
+    kind = path_of(request, "kind", "kind")
+    metadata = mapping(obj.get("metadata"))
+    name = short_text(metadata.get("name")) or short_text(metadata.get("generateName"))
+    found = [
+        ContainerImage(short_text(slot.container), image)
+        for slot in containers(obj)
+        if isinstance(image := slot.image, str)
+    ]
+    # Only a kind Kubernetes does not run itself has a controller to fill placeholders in.
+    templating = api_group(short_text(obj.get("apiVersion"))) not in CORE_GROUPS
+    templated = [item for item in found if templating and _placeholder(item.image)]
+    secret_names, accounts = _pull_secret_sources(obj) if secrets else ([], [])
+    return Review(
+        uid=request["uid"],
+        kind=short_text(kind) or short_text(obj.get("kind")),
+        namespace=short_text(request.get("namespace")) or short_text(metadata.get("namespace")),
+        name=name or short_text(request.get("name")),
+        images=[item for item in found if item not in templated],
+        pull_secrets=secret_names,
+        templated=templated,
+        service_accounts=accounts,
+    )
+
+
+def admission_request(body: Any) -> dict[str, Any]:
+    """The ``request`` of the AdmissionReview in ``body`` (parsed JSON), which has a string
+    ``uid``; ``BadReview`` when ``body`` is not a v1 AdmissionReview."""
     if not isinstance(body, dict) or body.get("kind") != "AdmissionReview":
         raise BadReview("body is not an AdmissionReview")
     if body.get("apiVersion") != API_VERSION:
@@ -126,31 +155,13 @@ def parse_review(body: Any, *, secrets: bool = True) -> Review:
     request = body.get("request")
     if not isinstance(request, dict) or not isinstance(request.get("uid"), str):
         raise BadReview("AdmissionReview has no request.uid")
-    obj = request.get("object")
-    obj = obj if isinstance(obj, dict) else {}
-    kind = _path(request, "kind", "kind")
-    metadata = obj.get("metadata")
-    metadata = metadata if isinstance(metadata, dict) else {}
-    name = _text(metadata.get("name")) or _text(metadata.get("generateName"))
-    found = [
-        ContainerImage(_text(slot.container), image)
-        for slot in containers(obj)
-        if isinstance(image := slot.image, str)
-    ]
-    # Only a kind Kubernetes does not run itself has a controller to fill placeholders in.
-    templating = api_group(_text(obj.get("apiVersion"))) not in CORE_GROUPS
-    templated = [item for item in found if templating and _placeholder(item.image)]
-    secret_names, accounts = _pull_secret_sources(obj) if secrets else ([], [])
-    return Review(
-        uid=request["uid"],
-        kind=_text(kind) or _text(obj.get("kind")),
-        namespace=_text(request.get("namespace")) or _text(metadata.get("namespace")),
-        name=name or _text(request.get("name")),
-        images=[item for item in found if item not in templated],
-        pull_secrets=secret_names,
-        templated=templated,
-        service_accounts=accounts,
-    )
+    return request
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (a field of the wrong type is read
+    as absent)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _pull_secret_sources(obj: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -167,12 +178,12 @@ def _placeholder(image: str) -> bool:
     return _PLACEHOLDER.search(image) is not None
 
 
-def _text(value: Any) -> str:
+def short_text(value: Any) -> str:
     """A name from the review: strings only (a list there is not a name), cut to MAX_NAME."""
     return value[:MAX_NAME] if isinstance(value, str) else ""
 
 
-def _path(value: Any, *keys: str) -> Any:
+def path_of(value: Any, *keys: str) -> Any:
     for key in keys:
         if not isinstance(value, dict):
             return None

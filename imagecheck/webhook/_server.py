@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import json
 import logging
@@ -37,16 +38,16 @@ from imagecheck.fastpath import Listener, handler_options
 from imagecheck.kube import InCluster, KubeClient
 from imagecheck.registry import ClientOptions, ImageChecker
 from imagecheck.render import explained
-from imagecheck.webhook._body import ReadSlot, Unreadable, read_body
+from imagecheck.webhook._body import ReadSlot, Unreadable, parsed_review, read_review_body
 from imagecheck.webhook._cache import Answers, ResultCache
 from imagecheck.webhook._limits import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_IMAGES,
     DEFAULT_READ_TIMEOUT,
+    MAX_REVIEW_BYTES,
 )
 from imagecheck.webhook._podsecrets import PodSecrets
 from imagecheck.webhook._review import (
-    BadReview,
     Review,
     decide,
     distinct_images,
@@ -60,8 +61,6 @@ from imagecheck.webhook._tls import CertReloader
 
 log = logging.getLogger("imagecheck.webhook")
 
-# AdmissionReviews carry the whole object; etcd stores objects up to 1.5 MiB.
-MAX_REVIEW_BYTES = 3 * 1024 * 1024
 # Big bodies read (and parsed) at once: what reviews in flight hold in memory is bounded by
 # this times MAX_REVIEW_BYTES, not by the number of connections. Such a body waits for a turn
 # within the read timeout; a small one needs none (``_body.py``).
@@ -209,27 +208,19 @@ class Webhook:
         budget = min(self.settings.read_timeout, deadline.remaining())
         slot = ReadSlot(self._reading)
         try:
-            async with asyncio.timeout(budget):
-                body = await read_body(request, MAX_REVIEW_BYTES, slot)
+            body = await read_review_body(request, slot, budget)
             try:
                 return self._parse(body)
             except RecursionError:  # deeper than Python's parser goes: prune, in a thread
                 return await asyncio.to_thread(self._parse, body, load_json_pruned)
-        except TimeoutError:
-            raise Unreadable(408, f"request body not received within {budget:.1f}s") from None
         finally:
             slot.release()
 
     def _parse(self, body: bytes, load: Callable[[bytes], Any] = load_json) -> Review:
         """The review in ``body``; ``RecursionError`` when it nests too deeply for ``load``."""
-        try:
-            data = load(body)
-        except ValueError:  # JSONDecodeError, UnicodeDecodeError
-            raise Unreadable(400, "body is not JSON") from None
-        try:
-            return parse_review(data, secrets=self.pod_secrets is not None)
-        except BadReview as exc:
-            raise Unreadable(400, str(exc)) from None
+        return parsed_review(
+            body, functools.partial(parse_review, secrets=self.pod_secrets is not None), load
+        )
 
     async def _pod_keychain(
         self, review: Review, deadline: Deadline

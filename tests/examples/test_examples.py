@@ -71,7 +71,7 @@ FILES, DOCUMENTS = collect()
 # in test_webhook_examples.py, the CI pipelines (not Kubernetes objects) in test_ci_files.py, and
 # cluster mode's (imagecheck is the main container, not an initContainer): reap's CronJob and
 # Deployment in test_reap_examples.py, audit's CronJob and Deployment in test_cluster_examples.py,
-# kueue-check's in test_kueue_examples.py.
+# kueue-check's in test_kueue_examples.py, the gate's in test_gate_examples.py.
 OWN_TESTS = (
     EXAMPLES / "webhook",
     EXAMPLES / "github-actions.yml",
@@ -81,6 +81,7 @@ OWN_TESTS = (
     EXAMPLES / "audit-cronjob.yaml",
     EXAMPLES / "audit-deployment.yaml",
     EXAMPLES / "kueue",
+    EXAMPLES / "gate",
 )
 
 

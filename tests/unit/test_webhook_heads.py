@@ -139,9 +139,11 @@ def test_a_head_and_body_arriving_a_byte_at_a_time_are_scanned_once_and_parsed_o
     calls: list[int] = []
     real = _heads.parse_head
 
-    def counted(data: bytes, handler: RequestHandler) -> Framed | str:
+    def counted(
+        data: bytes, handler: RequestHandler, paths: frozenset[str] = _heads.REVIEW_PATHS
+    ) -> Framed | str:
         calls.append(len(data))
-        return real(data, handler)
+        return real(data, handler, paths)
 
     monkeypatch.setattr(_heads, "parse_head", counted)
     pattern = CountingPattern(_heads._BARE_LF)

@@ -1,6 +1,7 @@
 """A Kubernetes API stand-in for the integration tests of cluster mode (issue #15): HTTPS on
 127.0.0.1, real object shapes (``objects.py``), resourceVersions, watch and 410 Gone, merge
-patch and conflicts, an RBAC table and a log of every write (``store.py``, ``server.py``).
+patch and conflicts, an RBAC table and a log of every write (``store.py``, ``server.py``),
+mutating admission webhooks called on create (``admission.py``).
 
 :class:`KubeAPI` is what a test holds (the ``kube_api`` fixture): the store to seed and
 inspect, the server, and a kubeconfig that points at it (the test CA, a bearer token).
@@ -16,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.kubeapi.admission import MutatingWebhook
 from tests.support.kubeapi.server import KubeAPIServer
 from tests.support.kubeapi.store import SERVICE_ACCOUNT, Store, Write
 
-__all__ = ["SERVICE_ACCOUNT", "KubeAPI", "Write"]
+__all__ = ["SERVICE_ACCOUNT", "KubeAPI", "MutatingWebhook", "Write"]
 
 
 @dataclass
@@ -55,6 +57,7 @@ class KubeAPI:
         self.server.gone_as_status = False
         self.server.watch_timeout = 1.0
         self.server.requests = []
+        self.server.mutating = []
 
     def add(self, *objects: dict[str, Any]) -> list[dict[str, Any]]:
         """Store objects (from ``objects.py``); returns them as stored."""
@@ -65,6 +68,10 @@ class KubeAPI:
         served (after its RBAC check): the object changes between a client's read and its
         write, as when a controller updates it meanwhile."""
         self.store.before[(verb, plural)] = change
+
+    def register(self, *webhooks: MutatingWebhook) -> None:
+        """Call these mutating webhooks, in order, on each create of their resources."""
+        self.server.mutating.extend(webhooks)
 
     def allow(self, *rules: tuple[str, str]) -> None:
         """Only these (verb, plural) pairs; anything else answers 403."""

@@ -10,7 +10,8 @@ apiVersion/kind, as the API serves them), get, watch (``?watch=true``: JSON line
 history after ``resourceVersion``, then new changes until ``timeoutSeconds``; a version
 older than the store's compaction answers as kube-apiserver does, a 200 whose one event is
 an ERROR with a 410 Status, or with ``gone_as_status`` a plain 410), merge patch, create,
-replace and delete. Every request needs the bearer token; every write is logged.
+replace and delete. Every request needs the bearer token; every write is logged. A create
+passes the registered mutating webhooks first (``admission.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.support.kubeapi.admission import MutatingWebhook, mutate
 from tests.support.kubeapi.store import RESOURCES, ApiError, Resource, Store, Write, matches
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -40,6 +42,7 @@ class KubeAPIServer:
         self.watch_timeout = 1.0  # seconds a watch stays open when the client names none
         self.url = ""
         self.requests: list[str] = []  # "GET /api/v1/pods?limit=500", in order
+        self.mutating: list[MutatingWebhook] = []  # called on create, in order (admission.py)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
@@ -79,6 +82,8 @@ class KubeAPIServer:
         try:
             if request.method in ("PATCH", "POST", "PUT"):
                 body = await _body(request)
+            if request.method == "POST" and name is None and namespace and self.mutating:
+                body = await self._admit(res, namespace, body)
             if (
                 request.method == "GET"
                 and name is None
@@ -91,6 +96,13 @@ class KubeAPIServer:
             return _status(exc)
         self._log_write(request, body, 201 if request.method == "POST" else 200)
         return _json(answer, 201 if request.method == "POST" else 200)
+
+    async def _admit(self, res: Resource, namespace: str, body: Any) -> Any:
+        """A create's body as the mutating webhooks leave it (``admission.py``), after the
+        RBAC check: the API server authorizes a request before admission sees it."""
+        with self.store.lock:
+            self.store.check("create", res, namespace)
+        return await mutate(list(self.mutating), res, namespace, body)
 
     def _dispatch(
         self,
