@@ -29,6 +29,7 @@ COMMANDS = {
     "scan": "imagecheck.cli._scan",
     "serve": "imagecheck.cli._serve",
     "reap": "imagecheck.cli._reap",
+    "gate": "imagecheck.cli._gate",
 }
 
 

@@ -63,6 +63,7 @@ class Action(enum.StrEnum):
 
     @property
     def releases(self) -> bool:
+        """The action lifts the gate."""
         return self in (Action.RELEASED, Action.RELEASED_ON_ERROR, Action.RELEASED_MAX_AGE)
 
 
@@ -75,6 +76,7 @@ class GateOptions:
     max_gate_age: float = 900.0
     dry_run: bool = False
     selector: Selector = field(default_factory=Selector)
+    namespaces: frozenset[str] | None = None  # several -n: listed cluster-wide, kept here
     deadline: float = 60.0  # one image's check, retries included
     max_tracked: int = 10_000
 

@@ -81,7 +81,7 @@ class Gatekeeper:
     async def gated_pods(self) -> list[GatedPod]:
         found: list[GatedPod] = []
         async for pod in self.cluster.list(POD, self.options.selector):
-            gated = kept_gated(pod)
+            gated = self.kept(pod)
             if gated is None:
                 continue
             if len(found) >= self.options.max_tracked:
@@ -89,6 +89,12 @@ class Gatekeeper:
                 break
             found.append(gated)
         return found
+
+    def kept(self, pod: object) -> GatedPod | None:
+        """The pod as gate keeps it, when it is gated in a namespace of the options'."""
+        gated = kept_gated(pod)
+        wanted = self.options.namespaces
+        return None if gated is None or (wanted and gated.namespace not in wanted) else gated
 
     async def act(self, pods: Sequence[GatedPod]) -> list[GateOutcome]:
         """An outcome per pod: the registry asked about the distinct images of the pods that

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import (
@@ -99,7 +100,15 @@ def _error_class(error: Exception) -> str:
     return "unreachable" if isinstance(error, Unreachable) else "other"
 
 
-async def serve(metrics: ReapMetrics, host: str, port: int) -> web.AppRunner:
+class Served(Protocol):
+    """What the server shows: a registry to render, and whether the loop is alive."""
+
+    registry: CollectorRegistry
+
+    def healthy(self) -> bool: ...
+
+
+async def serve(metrics: Served, host: str, port: int) -> web.AppRunner:
     """``/metrics`` and ``/healthz`` (200 "ok", or 503 when the loop has gone quiet)."""
 
     async def metrics_page(request: web.Request) -> web.Response:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support import jsonpatch
 from tests.support.fakecluster import merge_patch
 
 JSON = dict[str, Any]
@@ -161,16 +162,32 @@ class Store:
         obj.update(apiVersion=res.api_version, kind=res.kind)
         return self._put(res, namespace, obj, "ADDED")
 
-    def patch(self, res: Resource, namespace: str, name: str, patch: JSON) -> JSON:
+    def patch(
+        self, res: Resource, namespace: str, name: str, patch: Any, json_patch: bool = False
+    ) -> JSON:
+        """A merge patch, or (``json_patch``) an RFC 6902 one: a failed ``test`` or a path
+        that is not there is 422 Invalid, as the apiserver's patch handler answers
+        (``applyJSPatch``: ``NewGenericServerResponse(422, ...)``). A resourceVersion in the
+        patched object is a precondition either way."""
         current = self.get(res, namespace, name)
-        self._check_version(res, current, (patch.get("metadata") or {}).get("resourceVersion"))
-        return self._put(res, namespace, merge_patch(current, patch), "MODIFIED")
+        if json_patch:
+            try:
+                patched = jsonpatch.apply(current, patch)
+            except jsonpatch.PatchFailed as exc:
+                raise ApiError(422, "Invalid", f"the server rejected our request due to an "
+                               f"error in our request: {exc}") from None  # fmt: skip
+        else:
+            patched = merge_patch(current, patch)
+        self._check_version(res, current, patched["metadata"].get("resourceVersion"))
+        validate_update(res, current, patched)
+        return self._put(res, namespace, patched, "MODIFIED")
 
     def replace(self, res: Resource, namespace: str, name: str, body: JSON) -> JSON:
         current = self.get(res, namespace, name)
         self._check_version(res, current, (body.get("metadata") or {}).get("resourceVersion"))
         obj = copy.deepcopy(body)
         obj["metadata"].update(uid=current["metadata"]["uid"], namespace=namespace, name=name)
+        validate_update(res, current, obj)
         return self._put(res, namespace, obj, "MODIFIED")
 
     def delete(self, res: Resource, namespace: str, name: str) -> JSON:
@@ -223,3 +240,6 @@ def matches(obj: Any, selector: str) -> bool:
         if not ok:
             return False
     return True
+
+
+from tests.support.kubeapi.podrules import validate_update  # noqa: E402 - imports this module
