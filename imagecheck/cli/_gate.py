@@ -4,16 +4,15 @@ one pass (``cluster/_gate_pass.py``, ``--once``) or the controller with ``POST /
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from imagecheck.cli._app import run_async
-from imagecheck.cli._credentials import read_credentials
+from imagecheck.cli._gatekeeper import gatekeeper_for
 from imagecheck.cli._help import exit_codes_help
 from imagecheck.cli._options import registry_options
 from imagecheck.cli._reap import _cluster_factory
@@ -23,10 +22,7 @@ from imagecheck.errors import UsageError
 from imagecheck.exitcodes import ExitCode
 
 if TYPE_CHECKING:  # the cluster modules load when gate runs, not for `check`
-    from imagecheck.authn import Keychain
     from imagecheck.cluster._gate import GateOptions, GateOutcome
-    from imagecheck.cluster._gate_pass import Gatekeeper
-    from imagecheck.cluster._model import Cluster
 
 GATE_HELP = exit_codes_help(
     {
@@ -231,24 +227,6 @@ async def _once(
                 echo(outcome)
     finally:
         await cluster.close()
-
-
-@contextlib.asynccontextmanager
-async def gatekeeper_for(
-    cluster: Cluster, options: GateOptions, settings: CheckSettings
-) -> AsyncIterator[Gatekeeper]:
-    """A Gatekeeper with the command's registry settings: the pods' own pull secrets first,
-    then what the command was given and the shared sources, as reap orders them."""
-    from imagecheck.cluster._gate_pass import Gatekeeper  # noqa: PLC0415
-    from imagecheck.registry import ImageChecker  # noqa: PLC0415
-
-    credentials = read_credentials(settings)
-
-    def keychain_for(texts: Sequence[tuple[str, str]]) -> Keychain:
-        return settings.keychain(credentials, texts)
-
-    async with ImageChecker(settings.client_options(), settings.keychain(credentials)) as checker:
-        yield Gatekeeper(cluster, checker, options, keychain_for=keychain_for)
 
 
 def _echo_text(outcome: GateOutcome) -> None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from imagecheck.cli._gate import gatekeeper_for
+from imagecheck.cli._gatekeeper import gatekeeper_for
 from imagecheck.errors import UsageError
 
 if TYPE_CHECKING:

@@ -82,6 +82,8 @@ NUMERIC_OPTIONS = [
     ("audit", "--retries"), ("audit", "--interval"), ("audit", "--max-series"),
     ("reap", "--timeout"), ("reap", "--concurrency"), ("reap", "--retries"),
     ("reap", "--grace"), ("reap", "--resync"),
+    ("gate", "--timeout"), ("gate", "--concurrency"), ("gate", "--retries"),
+    ("gate", "--resync"), ("gate", "--wait"), ("gate", "--max-gate-age"),
     ("serve", "--timeout"), ("serve", "--concurrency"), ("serve", "--retries"),
     ("serve", "--review-deadline"), ("serve", "--cache-ttl"), ("serve", "--missing-ttl"),
     ("serve", "--cert-reload-interval"), ("serve", "--read-timeout"),
