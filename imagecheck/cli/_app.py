@@ -30,6 +30,7 @@ COMMANDS = {
     "serve": "imagecheck.cli._serve",
     "reap": "imagecheck.cli._reap",
     "kueue-check": "imagecheck.cli._kueue",
+    "gate": "imagecheck.cli._gate",
 }
 
 

@@ -25,7 +25,7 @@ import dataclasses
 import functools
 import logging
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -129,6 +129,15 @@ class KubeCluster:
                 res, name, dict(patch), namespace=namespace, patch_type=PatchType.MERGE
             )
             return _checked(kind, obj)
+
+    async def json_patch(
+        self, kind: Kind, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]
+    ) -> JSON:
+        # A failed ``test`` is 422 Invalid (apiserver's handlers/patch.go): a Conflict here.
+        with _mapped("patch", kind, namespace, invalid_is_conflict=True):
+            body, res, how = [dict(op) for op in ops], _resource(kind), PatchType.JSON
+            return _checked(kind, await self._client.patch(res, name, body, patch_type=how,
+                                                           namespace=namespace))  # fmt: skip
 
     async def create(self, kind: Kind, namespace: str, body: Mapping[str, Any]) -> JSON:
         with _mapped("create", kind, namespace):
@@ -284,27 +293,30 @@ def _checked(kind: Kind, item: Any) -> JSON:
 
 @contextlib.contextmanager
 def _mapped(
-    verb: str, kind: Kind, namespace: str | None, *, missing_ok: bool = False
-) -> Iterator[None]:
-    """Whatever lightkube raises, as a :class:`ClusterError`; a 404 passes silently when
-    ``missing_ok`` (get: None; delete: gone already)."""
+    verb: str, kind: Kind, namespace: str | None, *, missing_ok: bool = False,
+    invalid_is_conflict: bool = False,
+) -> Iterator[None]:  # fmt: skip
+    """Whatever lightkube raises, as a :class:`ClusterError`; with ``missing_ok`` a 404 passes
+    (get: None; delete: gone), with ``invalid_is_conflict`` a 422 is a :class:`Conflict`."""
     try:
         yield
     except ApiError as exc:
-        if not (missing_ok and exc.status.code == 404):
-            _raise_for(
-                verb, kind, namespace, exc.status.code, exc.status.reason, exc.status.message
-            )
+        code, reason, message = exc.status.code, exc.status.reason, exc.status.message
     except httpx2.HTTPStatusError as exc:  # lightkube made no ApiError of it: see _Status
         status = _status_of(exc.response)
-        if not (missing_ok and status.code == 404):
-            _raise_for(verb, kind, namespace, status.code, status.reason, status.message)
+        code, reason, message = status.code, status.reason, status.message
     except httpx2.HTTPError as exc:
         raise Unreachable(f"cannot reach the Kubernetes API: {printable(exc)}") from None
     except _UNREADABLE as exc:
         raise Unreachable(
             f"Kubernetes API: unreadable answer to {verb} {kind.plural}: {printable(exc)}"
         ) from None
+    else:
+        return
+    if invalid_is_conflict and code == 422:
+        raise Conflict(f"{kind.plural}: {printable(message or '')}")
+    if not (missing_ok and code == 404):
+        _raise_for(verb, kind, namespace, code, reason, message)
 
 
 class _Status(msgspec.Struct):

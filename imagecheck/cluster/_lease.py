@@ -171,6 +171,16 @@ class Elector:
                 log.warning("leader election: lost lease %s", self.config.name)
                 return
 
+    def led(self) -> bool:
+        """Some candidate holds the Lease, seen renewed (on this candidate's own clock)
+        within the Lease's duration: a controller is acting, whichever replica it is."""
+        observed = self._observed or {}
+        duration = observed.get("leaseDurationSeconds")
+        if not isinstance(duration, int) or duration <= 0:
+            duration = self.config.duration
+        fresh = self.monotonic() - self._observed_at < duration
+        return bool(observed.get("holderIdentity")) and fresh
+
     def _taken(self) -> bool:
         """Another candidate holds the Lease now (seen, not guessed)."""
         holder = (self._observed or {}).get("holderIdentity")

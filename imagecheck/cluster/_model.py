@@ -8,7 +8,7 @@ Kubernetes API, and the tests implement it in memory or point ``api.py`` at an A
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,6 +33,9 @@ class Kind:
 
 
 POD = Kind("v1", "Pod", "pods")
+# The gate the webhook adds and the gate controller removes (the pod scheduling readiness
+# API: https://kubernetes.io/docs/concepts/scheduling-eviction/pod-scheduling-readiness/).
+GATE = "imagecheck.io/images"
 JOB = Kind("batch/v1", "Job", "jobs")
 CRONJOB = Kind("batch/v1", "CronJob", "cronjobs")
 EVENT = Kind("v1", "Event", "events")
@@ -104,6 +107,14 @@ class Cluster(Protocol):
         A cluster-scoped kind's ``namespace`` is ""."""
         ...
 
+    async def json_patch(
+        self, kind: Kind, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]
+    ) -> JSON:
+        """A JSON patch (RFC 6902): its ``test`` ops make it conditional on exactly the
+        fields they name. A failed ``test`` (the API's 422) is :class:`Conflict`: read the
+        object again and decide again."""
+        ...
+
     async def create(self, kind: Kind, namespace: str, body: Mapping[str, Any]) -> JSON:
         """Create an object (an Event, a Lease); :class:`AlreadyExists` when its name is
         taken."""
@@ -155,7 +166,8 @@ class Gone(ClusterError):
 
 
 class Conflict(ClusterError):
-    """409 on an update: the object changed since it was read; read it again and retry."""
+    """409 on an update (or a JSON patch's failed ``test``): the object changed since it was
+    read; read it again and retry."""
 
 
 class AlreadyExists(ClusterError):

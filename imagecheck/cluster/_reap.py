@@ -232,9 +232,19 @@ def reason_text(verdict: Status, image: str, message: str) -> str:
     return f"{verdict.value} {image}" + (f" ({said})" if said else "")
 
 
-def event(kind: Kind, obj: Mapping[str, Any], message: str, now: float) -> JSON:
-    """A core/v1 Warning Event about ``obj``, named as client-go's recorder names them
-    (``<object>.<nanoseconds in hex>``): unique without a round trip for ``generateName``."""
+def event(
+    kind: Kind,
+    obj: Mapping[str, Any],
+    message: str,
+    now: float,
+    *,
+    reason: str = EVENT_REASON,
+    warning: bool = True,
+    component: str = COMPONENT,
+) -> JSON:
+    """A core/v1 Event (Warning unless ``warning`` is False) about ``obj``, named as
+    client-go's recorder names them (``<object>.<nanoseconds in hex>``): unique without a
+    round trip for ``generateName``."""
     meta = obj["metadata"]
     stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
@@ -248,12 +258,12 @@ def event(kind: Kind, obj: Mapping[str, Any], message: str, now: float) -> JSON:
             "namespace": meta["namespace"],
             "uid": meta.get("uid", ""),
         },
-        "reason": EVENT_REASON,
+        "reason": reason,
         "message": message,
-        "type": "Warning",
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
-        "reportingInstance": COMPONENT,
+        "type": "Warning" if warning else "Normal",
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": component,
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,
         "count": 1,

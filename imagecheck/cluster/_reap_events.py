@@ -25,7 +25,7 @@ from imagecheck.cluster._model import (
     Forbidden,
     Kind,
 )
-from imagecheck.cluster._reap import REAPED, StuckPod, event
+from imagecheck.cluster._reap import COMPONENT, EVENT_REASON, REAPED, StuckPod, event
 
 log = logging.getLogger("imagecheck")
 
@@ -39,9 +39,12 @@ class Recorder:
     events is not asked again (one warning naming the rule, not one per Job).
     ``on_api_error`` hears each error shrugged off (the loop counts them)."""
 
-    def __init__(self, cluster: Cluster, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, cluster: Cluster, clock: Callable[[], float], component: str = COMPONENT
+    ) -> None:
         self.cluster = cluster
         self.clock = clock
+        self.component = component
         self.refused: set[str] = set()
         self.on_api_error: Callable[[ClusterError], None] = _ignore
 
@@ -53,13 +56,24 @@ class Recorder:
         on_pod = await self.event(POD, pod_ref(pod), message)
         return on_job and on_pod
 
-    async def event(self, kind: Kind, obj: JSON, message: str) -> bool:
-        """A Warning Event about ``obj``; False when it was not written (and said why)."""
+    async def event(
+        self,
+        kind: Kind,
+        obj: JSON,
+        message: str,
+        *,
+        reason: str = EVENT_REASON,
+        warning: bool = True,
+    ) -> bool:
+        """An Event (Warning unless ``warning`` is False) about ``obj``; False when it was not
+        written (and said why)."""
         namespace = obj["metadata"]["namespace"]
         if namespace in self.refused:
             return False
+        said = event(kind, obj, message, self.clock(), reason=reason, warning=warning,
+                     component=self.component)  # fmt: skip
         try:
-            await self.cluster.create(EVENT, namespace, event(kind, obj, message, self.clock()))
+            await self.cluster.create(EVENT, namespace, said)
         except AlreadyExists:
             pass  # the same nanosecond twice, and one event says it already
         except Forbidden as exc:

@@ -196,31 +196,8 @@ class Reaper:
         return said(Action.ACTED, f"deleted the pod: {reason}" + ("" if recorded else NO_EVENT_POD))
 
     async def _fail_job(self, job: JSON, pod: StuckPod, reason: str) -> JSON | str:
-        """Patch the Job to fail; a Job that changed meanwhile is read again and judged again.
-        The Job as patched, else why it was left alone."""
         assert pod.owner is not None
-        name = pod.owner.name
-        for _ in range(MAX_CONFLICT_RETRIES + 1):
-            try:
-                job = await self.cluster.patch(
-                    JOB, pod.namespace, name, fail_patch(job, self.clock(), reason)
-                )
-                break
-            except Conflict:
-                fresh = await self.cluster.get(JOB, pod.namespace, name)
-                if fresh is None:
-                    return "its Job is gone"
-                try:
-                    skip = job_skip_reason(fresh, pod.owner, self.clock())
-                except Malformed as exc:
-                    return f"its Job is malformed: {exc}"
-                if skip:
-                    return skip
-                job = fresh
-        else:
-            return f"its Job changed {MAX_CONFLICT_RETRIES + 1} times while being patched"
-        log.info("failed Job %s/%s (pod %s): %s", pod.namespace, name, pod.name, reason)
-        return job
+        return await fail_job(self.cluster, job, pod.namespace, pod.owner, reason, self.clock)
 
     async def _verdict(self, pod: StuckPod, verdicts: Verdicts) -> CheckResult:
         """The registry's answer for the pod's image, once per image (and pull secrets) a
@@ -241,6 +218,38 @@ class Reaper:
                 ref, deadline, image=pod.image, keychain=keychain
             )
         return verdicts[key]
+
+
+async def fail_job(
+    cluster: Cluster,
+    job: JSON,
+    namespace: str,
+    owner: Owner,
+    reason: str,
+    clock: Callable[[], float],
+) -> JSON | str:
+    """Patch the Job to fail; a Job that changed meanwhile is read again and judged again.
+    The Job as patched, else why it was left alone."""
+    name = owner.name
+    for _ in range(MAX_CONFLICT_RETRIES + 1):
+        try:
+            job = await cluster.patch(JOB, namespace, name, fail_patch(job, clock(), reason))
+            break
+        except Conflict:
+            fresh = await cluster.get(JOB, namespace, name)
+            if fresh is None:
+                return "its Job is gone"
+            try:
+                skip = job_skip_reason(fresh, owner, clock())
+            except Malformed as exc:
+                return f"its Job is malformed: {exc}"
+            if skip:
+                return skip
+            job = fresh
+    else:
+        return f"its Job changed {MAX_CONFLICT_RETRIES + 1} times while being patched"
+    log.info("failed Job %s/%s: %s", namespace, name, reason)
+    return job
 
 
 def kept_stuck(pod: JSON) -> StuckPod | None:

@@ -5,10 +5,10 @@ The two read them differently, on purpose:
 
 * audit (:func:`read_secrets`) reads every workload's secrets up front, each once, sorted; a
   refusal is remembered per namespace (another namespace may grant ``get``);
-* reap (:class:`PodKeychains`) reads a pod's secrets when its image is about to be checked, in
-  the pod's own order (the kubelet tries them in that order); a refusal is remembered for the
-  process: reap's examples do not grant ``get`` on secrets, and a loop that asked again for
-  every pod would log the same refusal thousands of times.
+* reap and gate (:class:`PodKeychains`) read a pod's secrets when its image is about to be
+  checked, in the pod's own order (the kubelet tries them in that order); a refusal is
+  remembered for the process: reap's examples do not grant ``get`` on secrets, and a loop
+  that asked again for every pod would log the same refusal thousands of times.
 
 Both read one secret the same way (:func:`read_dockerconfig`): a secret that does not exist or
 is not a docker config is a warning with its name, never its content.
@@ -16,18 +16,19 @@ is not a docker config is a warning with its name, never its content.
 audit also reads the ServiceAccounts of pod templates that name no pull secret
 (:func:`read_service_accounts`): their pods will get the ServiceAccount's
 (:mod:`imagecheck.kube._serviceaccount`). reap does not: it reads pods, which the
-ServiceAccount admission plugin has given those secrets already.
+ServiceAccount admission plugin has given those secrets already; so does gate, whose gated
+pods have been through admission too.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from imagecheck._text import printable
 from imagecheck.authn import Keychain
 from imagecheck.cluster._model import SECRET, SERVICEACCOUNT, Cluster, Forbidden
-from imagecheck.cluster._reap import StuckPod
 from imagecheck.errors import CredentialsError
 from imagecheck.kube import dockerconfig_text, service_account_pull_secrets
 
@@ -104,6 +105,17 @@ async def read_service_accounts(
     return names
 
 
+class PodSecrets(Protocol):
+    """What a pod's keychain depends on: reap's stuck pod, gate's gated pod."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def pull_secrets(self) -> tuple[str, ...]: ...
+    @property
+    def path(self) -> str: ...
+
+
 class PodKeychains:
     """reap's: ``await keychains(pod)``, the keychain for a pod's pull secrets. One per process
     (it remembers that RBAC refused)."""
@@ -113,7 +125,7 @@ class PodKeychains:
         self.keychain_for = keychain_for
         self.forbidden = False
 
-    async def __call__(self, pod: StuckPod) -> Keychain | None:
+    async def __call__(self, pod: PodSecrets) -> Keychain | None:
         """The pod's pull secrets ahead of the command's own sources; None (the checker's own:
         local config, then anonymous) when it has none or RBAC forbids reading secrets (said
         once)."""

@@ -5,12 +5,13 @@ real client, ``cluster/api.py``, against an HTTPS API stand-in instead.)"""
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from imagecheck.cluster import Selector
 from imagecheck.cluster._model import JSON, AlreadyExists, Conflict, Forbidden, Gone, Kind
+from tests.support import jsonpatch
 
 
 @dataclass
@@ -105,6 +106,23 @@ class FakeCluster:
         self.objects[key] = merged
         self.events.append(("MODIFIED", copy.deepcopy(merged)))
         return copy.deepcopy(merged)
+
+    async def json_patch(
+        self, kind: Kind, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]
+    ) -> JSON:
+        """RFC 6902; a failed ``test`` is a :class:`Conflict`, as ``cluster/api.py`` maps the
+        API's 422."""
+        self.writes.append(Write("json-patch", kind.plural, namespace, name, {"ops": list(ops)}))
+        self._check("patch", kind, namespace)
+        key = (kind.plural, namespace, name)
+        try:
+            patched = jsonpatch.apply(self.objects[key], ops)
+        except jsonpatch.PatchFailed as exc:
+            raise Conflict(f"{kind.plural} {name!r}: {exc}") from None
+        self._bump(patched)
+        self.objects[key] = patched
+        self.events.append(("MODIFIED", copy.deepcopy(patched)))
+        return copy.deepcopy(patched)
 
     async def create(self, kind: Kind, namespace: str, body: Mapping[str, Any]) -> JSON:
         name = body["metadata"]["name"]

@@ -84,6 +84,8 @@ NUMERIC_OPTIONS = [
     ("reap", "--grace"), ("reap", "--resync"),
     ("kueue-check", "--timeout"), ("kueue-check", "--concurrency"),
     ("kueue-check", "--retries"), ("kueue-check", "--wait"), ("kueue-check", "--resync"),
+    ("gate", "--timeout"), ("gate", "--concurrency"), ("gate", "--retries"),
+    ("gate", "--resync"), ("gate", "--wait"), ("gate", "--max-gate-age"),
     ("serve", "--timeout"), ("serve", "--concurrency"), ("serve", "--retries"),
     ("serve", "--review-deadline"), ("serve", "--cache-ttl"), ("serve", "--missing-ttl"),
     ("serve", "--cert-reload-interval"), ("serve", "--read-timeout"),

@@ -9,9 +9,9 @@ list (labelSelector, limit/continue, the list's resourceVersion; items without
 apiVersion/kind, as the API serves them), get, watch (``?watch=true``: JSON lines of the
 history after ``resourceVersion``, then new changes until ``timeoutSeconds``; a version
 older than the store's compaction answers as kube-apiserver does, a 200 whose one event is
-an ERROR with a 410 Status, or with ``gone_as_status`` a plain 410), merge patch, create,
-replace and delete. Every request needs the bearer token; every write is logged. A create
-passes the registered mutating webhooks first (``admission.py``).
+an ERROR with a 410 Status, or with ``gone_as_status`` a plain 410), merge and JSON patch,
+create, replace and delete. Every request needs the bearer token; every write is logged. A
+create passes the registered mutating webhooks first (``admission.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from tests.support.kubeapi.admission import MutatingWebhook, mutate
 from tests.support.kubeapi.store import RESOURCES, ApiError, Resource, Store, Write, matches
 
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 
 class KubeAPIServer:
@@ -131,9 +132,10 @@ class KubeAPIServer:
             if verb == "get":
                 return self.store.get(res, namespace, name)
             if verb == "patch":
-                if request.content_type != MERGE_PATCH:
+                if request.content_type not in (MERGE_PATCH, JSON_PATCH):
                     raise ApiError(415, "UnsupportedMediaType", f"not {MERGE_PATCH}")
-                return self.store.patch(res, namespace, name, body, subresource)
+                json_patch = request.content_type == JSON_PATCH
+                return self.store.patch(res, namespace, name, body, subresource, json_patch)
             if verb == "update":
                 return self.store.replace(res, namespace, name, body, subresource)
             return self.store.delete(res, namespace, name)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support import jsonpatch
 from tests.support.fakecluster import merge_patch
 from tests.support.kubeapi import subresources
 
@@ -178,11 +179,30 @@ class Store:
         return self._put(res, namespace, obj, "ADDED")
 
     def patch(
-        self, res: Resource, namespace: str, name: str, patch: JSON, subresource: str | None = None
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        patch: Any,
+        subresource: str | None = None,
+        json_patch: bool = False,
     ) -> JSON:
+        """A merge patch, or (``json_patch``) an RFC 6902 one: a failed ``test`` or a path
+        that is not there is 422 Invalid, as the apiserver's patch handler answers
+        (``applyJSPatch``: ``NewGenericServerResponse(422, ...)``). A resourceVersion in the
+        patched object is a precondition either way."""
         current = self.get(res, namespace, name)
-        self._check_version(res, current, (patch.get("metadata") or {}).get("resourceVersion"))
-        obj = subresources.written(res.status, current, merge_patch(current, patch), subresource)
+        if json_patch:
+            try:
+                patched = jsonpatch.apply_patch(current, patch)
+            except jsonpatch.PatchError as exc:
+                raise ApiError(422, "Invalid", f"the server rejected our request due to an "
+                               f"error in our request: {exc}") from None  # fmt: skip
+        else:
+            patched = merge_patch(current, patch)
+        self._check_version(res, current, patched["metadata"].get("resourceVersion"))
+        obj = subresources.written(res.status, current, patched, subresource)
+        validate_update(res, current, obj)
         return self._put(res, namespace, obj, "MODIFIED")
 
     def replace(
@@ -195,6 +215,7 @@ class Store:
         if res.namespaced:
             obj["metadata"]["namespace"] = namespace
         obj = subresources.written(res.status, current, obj, subresource)
+        validate_update(res, current, obj)
         return self._put(res, namespace, obj, "MODIFIED")
 
     def delete(self, res: Resource, namespace: str, name: str) -> JSON:
@@ -247,3 +268,6 @@ def matches(obj: Any, selector: str) -> bool:
         if not ok:
             return False
     return True
+
+
+from tests.support.kubeapi.podrules import validate_update  # noqa: E402 - imports this module

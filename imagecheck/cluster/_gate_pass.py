@@ -1,0 +1,238 @@
+"""One pass of ``imagecheck gate`` over gated pods: ask the registry about their distinct
+images together (each once a pass, at most the checker's concurrency at a time), decide
+(``gate.py``) and act: lift the gate, fail the Job, or keep the pod gated.
+
+Writes, and how each stays safe when something else changes the pod or its Job meanwhile:
+
+* lifting the gate is a JSON patch whose ``test`` ops pin the pod's uid and the gate's place
+  (``gate.release_ops``); one that fails its test reads the pod again and decides again;
+* failing a Job is reap's patch (``reap_pass.fail_job``): ``activeDeadlineSeconds`` set to
+  the Job's age, guarded by its resourceVersion, with the reason in ``imagecheck.io/reaped``.
+  The Job controller deletes the gated pod: it never ran, and no node reserved anything;
+* Events (``reap_events.Recorder``, component ``imagecheck-gate``) record each; one that
+  cannot be written is a warning, never the end of the pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from imagecheck._deadline import Deadline
+from imagecheck.cluster._gate import (
+    COMPONENT,
+    Action,
+    Decision,
+    GatedPod,
+    GateOptions,
+    GateOutcome,
+    decide,
+    gated_pod,
+    release_ops,
+    results_for,
+)
+from imagecheck.cluster._model import JOB, POD, Cluster, ClusterError, Conflict
+from imagecheck.cluster._reap import Malformed, job_skip_reason, now
+from imagecheck.cluster._reap_events import Recorder
+from imagecheck.cluster._reap_pass import MAX_CONFLICT_RETRIES, _name, fail_job
+from imagecheck.cluster._secrets import KeychainFor, PodKeychains
+from imagecheck.errors import InvalidReferenceError
+from imagecheck.reference import parse_reference
+from imagecheck.registry import ImageChecker
+from imagecheck.result import CheckResult, Status
+
+log = logging.getLogger("imagecheck")
+
+# A pass's registry answers: by image, and the namespace and names of its pull secrets.
+Verdicts = dict[tuple[str, str, tuple[str, ...]], CheckResult]
+RELEASE_REASONS = {
+    Action.RELEASED: "ImagesFound",
+    Action.RELEASED_ON_ERROR: "ImageCheckFailed",
+    Action.RELEASED_MAX_AGE: "GateExpired",
+}
+
+
+class Gatekeeper:
+    """Runs passes; one instance per process (it remembers what RBAC refused, and which
+    pods were told they are kept, so a re-check does not write the same Event again)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        checker: ImageChecker,
+        options: GateOptions,
+        *,
+        keychain_for: KeychainFor | None = None,
+        clock: Callable[[], float] = now,
+    ) -> None:
+        self.cluster = cluster
+        self.checker = checker
+        self.options = options
+        self.clock = clock
+        self.keychains = PodKeychains(cluster, keychain_for)
+        self.events = Recorder(cluster, clock, component=COMPONENT)
+        self.told: dict[str, str] = {}  # uid -> the kept reason last written as an Event
+
+    async def run_once(self) -> list[GateOutcome]:
+        """One pass over the gated pods the selector picks."""
+        return await self.act(await self.gated_pods())
+
+    async def gated_pods(self) -> list[GatedPod]:
+        found: list[GatedPod] = []
+        async for pod in self.cluster.list(POD, self.options.selector):
+            gated = self.kept(pod)
+            if gated is None:
+                continue
+            if len(found) >= self.options.max_tracked:
+                log.warning("more than %d gated pods: the rest wait for the next pass", len(found))
+                break
+            found.append(gated)
+        return found
+
+    def kept(self, pod: object) -> GatedPod | None:
+        """The pod as gate keeps it, when it is gated in a namespace of the options'."""
+        gated = kept_gated(pod)
+        wanted = self.options.namespaces
+        return None if gated is None or (wanted and gated.namespace not in wanted) else gated
+
+    async def act(self, pods: Sequence[GatedPod]) -> list[GateOutcome]:
+        """An outcome per pod: the registry asked about the distinct images of the pods that
+        need it, then each pod decided and acted on (with ``dry_run``, only said)."""
+        now_ = self.clock()
+        asking = [p for p in pods if now_ - p.since < self.options.max_gate_age]
+        verdicts = await self._verdicts(asking)
+        outcomes = []
+        for pod in pods:
+            results = results_for(pod, {i: verdicts[_key(pod, i)] for i in pod.images
+                                        if _key(pod, i) in verdicts})  # fmt: skip
+            decision = decide(pod, results, self.clock(), self.options)
+            outcomes.append(await self._apply(pod, decision))
+        return outcomes
+
+    async def _apply(self, pod: GatedPod, decision: Decision) -> GateOutcome:
+        def said(why: str = decision.why, *, done: bool = True) -> GateOutcome:
+            return GateOutcome(pod, decision.action, why, decision.verdict, decision.image,
+                               self.options.dry_run, done)  # fmt: skip
+
+        if self.options.dry_run:
+            return said()
+        try:
+            if decision.action.releases:
+                return said(await self._release(pod, decision))
+            if decision.action is Action.FAILED_JOB:
+                failed = await self._fail_job(pod, decision)
+                if failed is not None:  # left alone: kept gated, said why
+                    return GateOutcome(pod, Action.KEPT, failed, decision.verdict, decision.image)
+                return said()
+            await self._tell_kept(pod, decision)
+            return said()
+        except _NotDone as exc:
+            return said(f"{decision.why}; not done: {exc}", done=False)
+        except ClusterError as exc:
+            log.warning("gate: pod %s: %s", pod.path, exc)
+            return said(f"{decision.why}; not done: {exc}", done=False)
+
+    async def _release(self, pod: GatedPod, decision: Decision) -> str:
+        """Lift the gate (read again and tried again when the pod changed meanwhile); an
+        Event says why. What was done, for the outcome."""
+        for _ in range(MAX_CONFLICT_RETRIES + 1):
+            current = await self.cluster.get(POD, pod.namespace, pod.name)
+            meta = (current or {}).get("metadata") or {}
+            if current is None or (pod.uid and meta.get("uid") != pod.uid):
+                raise _NotDone("the pod is gone")
+            ops = release_ops(current)
+            if ops is None:
+                raise _NotDone("the gate was lifted by someone else")
+            try:
+                await self.cluster.json_patch(POD, pod.namespace, pod.name, ops)
+                break
+            except Conflict:
+                continue
+        else:
+            raise _NotDone(f"the pod changed {MAX_CONFLICT_RETRIES + 1} times while patched")
+        self.told.pop(pod.uid, None)
+        log.info("gate: released pod %s: %s", pod.path, decision.why)
+        reason = RELEASE_REASONS[decision.action]
+        warning = decision.action is not Action.RELEASED
+        await self.events.event(POD, _ref(pod), f"scheduling gate lifted: {decision.why}",
+                                reason=reason, warning=warning)  # fmt: skip
+        return decision.why
+
+    async def _fail_job(self, pod: GatedPod, decision: Decision) -> str | None:
+        """Fail the pod's Job with the reason; None when done, else why it was left alone."""
+        assert pod.owner is not None
+        job = await self.cluster.get(JOB, pod.namespace, pod.owner.name)
+        if job is None:
+            return "its Job is gone"
+        try:
+            skip = job_skip_reason(job, pod.owner, self.clock())
+        except Malformed as exc:
+            return f"its Job is malformed: {exc}"
+        if skip:
+            return skip
+        failed = await fail_job(self.cluster, job, pod.namespace, pod.owner, decision.why,
+                                self.clock)  # fmt: skip
+        if isinstance(failed, str):
+            return failed
+        message = f"failed by imagecheck gate before any pod was scheduled: {decision.why}"
+        await self.events.event(JOB, failed, message)
+        await self.events.event(POD, _ref(pod), f"its Job {pod.owner.name} {message}")
+        return None
+
+    async def _tell_kept(self, pod: GatedPod, decision: Decision) -> None:
+        """A Warning Event when a pod is kept gated for a reason it was not told yet."""
+        if decision.verdict is None or self.told.get(pod.uid) == decision.why.split(":")[0]:
+            return
+        if len(self.told) >= self.options.max_tracked:
+            self.told.clear()  # bounded: the worst case is one Event written again
+        self.told[pod.uid] = decision.why.split(":")[0]
+        await self.events.event(POD, _ref(pod), f"kept gated by imagecheck: {decision.why}")
+
+    async def _verdicts(self, pods: Sequence[GatedPod]) -> Verdicts:
+        """The registry's answers, each distinct image (and pull secrets) once, by as many
+        workers as the checker's concurrency."""
+        verdicts: Verdicts = {}
+        todo = iter({_key(p, i): (p, i) for p in pods for i in p.images}.items())
+
+        async def worker() -> None:
+            for key, (pod, image) in todo:
+                verdicts[key] = await self._verdict(pod, image)
+
+        workers = min(max(1, self.checker.options.concurrency), sum(len(p.images) for p in pods))
+        async with asyncio.TaskGroup() as group:
+            for _ in range(workers):
+                group.create_task(worker())
+        return verdicts
+
+    async def _verdict(self, pod: GatedPod, image: str) -> CheckResult:
+        try:
+            ref = parse_reference(image)
+        except InvalidReferenceError as exc:
+            return CheckResult(image, None, Status.INVALID, exc.reason)
+        keychain = await self.keychains(pod)
+        deadline = Deadline.after(self.options.deadline)
+        return await self.checker.check(ref, deadline, image=image, keychain=keychain)
+
+
+class _NotDone(Exception):
+    """A release that did not happen; tried again on the next pass, if still gated."""
+
+
+def kept_gated(pod: object) -> GatedPod | None:
+    """The pod as gate keeps it; None when it is not gated, and for a malformed one (with a
+    log line)."""
+    try:
+        return gated_pod(pod)  # type: ignore[arg-type]
+    except Malformed as exc:
+        log.warning("skipping pod %s: %s", _name(pod), exc)
+        return None
+
+
+def _key(pod: GatedPod, image: str) -> tuple[str, str, tuple[str, ...]]:
+    """What a verdict depends on: the image, and the secrets (of a namespace) it is read with."""
+    return (image, pod.namespace if pod.pull_secrets else "", pod.pull_secrets)
+
+
+def _ref(pod: GatedPod) -> dict[str, object]:
+    return {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
