@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from imagecheck.cluster._lease import Elector
 
 log = logging.getLogger("imagecheck")
-MAX_REVIEW = 3 * 1024 * 1024  # an AdmissionReview of a pod: kube-apiserver's request limit
 
 
 @dataclass(frozen=True)
@@ -103,31 +102,44 @@ async def main(
 async def _mutate_server(
     run: RunOptions, namespaces: frozenset[str] | None, ready: Callable[[], bool]
 ) -> AsyncIterator[None]:
+    """``POST /mutate`` on serve's server machinery: the request framer answers a review in
+    the turn it arrives, with serve's bounds on connections, reading and review size."""
     from imagecheck.cluster._model import GATE  # noqa: PLC0415
-    from imagecheck.webhook._mutate import mutate_review  # noqa: PLC0415
-
-    async def mutate(request: web.Request) -> web.Response:
-        body = await request.read()
-        answer = await mutate_review(body, gate=GATE, namespaces=namespaces, ready=ready)
-        return web.Response(body=answer, content_type="application/json")
+    from imagecheck.fastpath import Listener, handler_options  # noqa: PLC0415
+    from imagecheck.webhook import MUTATE_PATHS, MutateEndpoint  # noqa: PLC0415
+    from imagecheck.webhook._limits import (  # noqa: PLC0415
+        DEFAULT_MAX_CONNECTIONS,
+        DEFAULT_READ_TIMEOUT,
+        MAX_REVIEW_BYTES,
+    )
 
     async def healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok\n")
 
-    app = web.Application(client_max_size=MAX_REVIEW)
-    app.add_routes([web.post("/mutate", mutate), web.get("/healthz", healthz)])
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
+    endpoint = MutateEndpoint(gate=GATE, namespaces=namespaces, ready=ready)
     ctx, watcher = _tls(run.tls)
+    listener = Listener(
+        ssl_context=ctx,
+        max_connections=DEFAULT_MAX_CONNECTIONS,
+        read_timeout=DEFAULT_READ_TIMEOUT,
+        answer_now=endpoint.answer_now,
+        review_paths=MUTATE_PATHS,
+    )
+    app = web.Application(client_max_size=MAX_REVIEW_BYTES, middlewares=[listener.middleware])
+    app.add_routes([*endpoint.routes(), web.get("/healthz", healthz)])
+    runner = web.AppRunner(app, handle_signals=False, **handler_options())
+    await runner.setup()
+    assert runner.server is not None
     try:
-        site = web.TCPSite(runner, *run.listen, ssl_context=ctx)
-        await _bound(site.start(), "--listen", run.listen)
+        await _bound(listener.start(runner.server, *run.listen), "--listen", run.listen)
         log.info("gate: serving POST /mutate on %s:%d", *run.listen)
         yield
     finally:
         if watcher is not None:
             watcher.cancel()
+        await listener.stop()
         await runner.cleanup()
+        listener.abort_all()
 
 
 def _tls(pair: tuple[Path, Path] | None) -> tuple[ssl.SSLContext | None, asyncio.Task[None] | None]:

@@ -11,7 +11,7 @@ hook on its httpx2 client):
 * a response body over ``MAX_RESPONSE`` (a page of :data:`PAGE_SIZE` objects) and a
   watch line (one event) over ``MAX_WATCH_EVENT`` are refused (``bounds.py``);
 * what lightkube raises (httpx2 errors, its ``ApiError``, msgspec's decode errors) is
-  mapped onto :mod:`imagecheck.cluster._model`'s errors in :func:`_mapped`; nothing else
+  mapped onto :mod:`imagecheck.cluster._model`'s errors (``_api_errors.py``); nothing else
   escapes.
 
 Configuration is found as kubectl finds it: ``kubeconfig`` if given, else the first file
@@ -20,32 +20,26 @@ in ``KUBECONFIG``, else ``~/.kube/config``, else the pod's service account (in-c
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import logging
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import httpx2
-import msgspec
 from lightkube import AsyncClient, ConfigError, KubeConfig
 from lightkube.config.kubeconfig import SingleConfig
-from lightkube.core.exceptions import ApiError, NotReadyError
+from lightkube.core.exceptions import NotReadyError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.types import CascadeType, PatchType
 
 from imagecheck._text import printable
+from imagecheck.cluster._api_errors import mapped as _mapped
 from imagecheck.cluster._bounds import MAX_RESPONSE, MAX_WATCH_EVENT, bound_response
 from imagecheck.cluster._model import (
     JSON,
-    AlreadyExists,
-    ClusterError,
-    Conflict,
-    Forbidden,
-    Gone,
     Kind,
     Selector,
     Unreachable,
@@ -59,11 +53,6 @@ log = logging.getLogger(__name__)
 PAGE_SIZE = 500
 # Requests other than a watch: the API answers in milliseconds, or it is in trouble.
 TIMEOUT = 30.0
-
-# What lightkube lets through from a body it could not read: msgspec's errors (bad JSON,
-# an integer out of range, a field of the wrong type), RecursionError (deep nesting), and
-# the AttributeError/TypeError of a watch event whose object has no usable metadata.
-_UNREADABLE = (msgspec.MsgspecError, RecursionError, ValueError, TypeError, AttributeError)
 
 
 class KubeCluster:
@@ -289,72 +278,6 @@ def _checked(kind: Kind, item: Any) -> JSON:
     if obj is None:
         raise Unreachable(f"Kubernetes API: the {kind.kind} it answered is not an object")
     return obj
-
-
-@contextlib.contextmanager
-def _mapped(
-    verb: str, kind: Kind, namespace: str | None, *, missing_ok: bool = False,
-    invalid_is_conflict: bool = False,
-) -> Iterator[None]:  # fmt: skip
-    """Whatever lightkube raises, as a :class:`ClusterError`; with ``missing_ok`` a 404 passes
-    (get: None; delete: gone), with ``invalid_is_conflict`` a 422 is a :class:`Conflict`."""
-    try:
-        yield
-    except ApiError as exc:
-        code, reason, message = exc.status.code, exc.status.reason, exc.status.message
-    except httpx2.HTTPStatusError as exc:  # lightkube made no ApiError of it: see _Status
-        status = _status_of(exc.response)
-        code, reason, message = status.code, status.reason, status.message
-    except httpx2.HTTPError as exc:
-        raise Unreachable(f"cannot reach the Kubernetes API: {printable(exc)}") from None
-    except _UNREADABLE as exc:
-        raise Unreachable(
-            f"Kubernetes API: unreadable answer to {verb} {kind.plural}: {printable(exc)}"
-        ) from None
-    else:
-        return
-    if invalid_is_conflict and code == 422:
-        raise Conflict(f"{kind.plural}: {printable(message or '')}")
-    if not (missing_ok and code == 404):
-        _raise_for(verb, kind, namespace, code, reason, message)
-
-
-class _Status(msgspec.Struct):
-    """The fields of a Status that matter here. lightkube reads a Status only when the
-    Content-Type is exactly "application/json" (not with "; charset=utf-8") and not at all
-    from a watch's first answer (an HTTP 410): this reads it from those too."""
-
-    code: int
-    reason: str | None = None
-    message: str | None = None
-
-
-def _status_of(response: httpx2.Response) -> _Status:
-    """The Status in an error answer (its body already read, capped), or just its code."""
-    try:
-        status = msgspec.json.decode(response.read(), type=_Status)
-    except (msgspec.MsgspecError, RecursionError, httpx2.HTTPError, httpx2.StreamError):
-        # A watch's error answer is closed unread by lightkube: its code is all there is.
-        return _Status(response.status_code)
-    return msgspec.structs.replace(status, code=response.status_code)
-
-
-def _raise_for(
-    verb: str, kind: Kind, namespace: str | None, code: int | None, reason: Any, message: Any
-) -> NoReturn:
-    """The error for an HTTP status (and the Status's reason: 409 is two errors)."""
-    said = f": {printable(message)}" if message else ""
-    if code == 403:
-        raise Forbidden(verb, kind, namespace)
-    if code == 410:
-        raise Gone(f"{kind.plural}: resource version too old{said}")
-    if code == 409 and reason == "AlreadyExists":
-        raise AlreadyExists(f"{kind.plural}{said}")
-    if code == 409:
-        raise Conflict(f"{kind.plural}{said}")
-    if code is None or code >= 500 or code == 429:
-        raise Unreachable(f"Kubernetes API answered {code} to {verb} {kind.plural}{said}")
-    raise ClusterError(f"Kubernetes API answered {code} to {verb} {kind.plural}{said}")
 
 
 __all__ = ["MAX_RESPONSE", "MAX_WATCH_EVENT", "PAGE_SIZE", "KubeCluster"]

@@ -113,6 +113,8 @@ def test_mutate_adds_the_gate_once_the_controller_listed(kube_api: KubeAPI, star
     start("--listen", f"127.0.0.1:{port}", "-n", NS)
     review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "u-1", "operation": "CREATE", "namespace": NS,
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
         "object": {"kind": "Pod", "metadata": {"name": "p", "namespace": NS},
                    "spec": {"containers": [{"name": "c", "image": "x"}]}}}}  # fmt: skip
 

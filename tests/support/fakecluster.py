@@ -116,8 +116,8 @@ class FakeCluster:
         self._check("patch", kind, namespace)
         key = (kind.plural, namespace, name)
         try:
-            patched = jsonpatch.apply(self.objects[key], ops)
-        except jsonpatch.PatchFailed as exc:
+            patched = jsonpatch.apply_patch(self.objects[key], ops)
+        except jsonpatch.PatchError as exc:
             raise Conflict(f"{kind.plural} {name!r}: {exc}") from None
         self._bump(patched)
         self.objects[key] = patched
