@@ -31,7 +31,7 @@ from imagecheck._deadline import Deadline
 from imagecheck._wait import wait_for_images
 from imagecheck.authn import Credentials, Keychain, SharedSources, default_keychain
 from imagecheck.authn import shared_sources as _shared_sources
-from imagecheck.authn._cloud import CloudAuth
+from imagecheck.authn.cloud._keychain import CloudAuth
 from imagecheck.errors import InvalidReferenceError, InvalidReferencesError, UsageError
 from imagecheck.reference import Reference, parse_reference
 from imagecheck.registry import ClientOptions, ImageChecker, Platform, Progress, parse_platform

@@ -19,7 +19,7 @@ TYPE_CHECKING = False  # typing's, without importing typing: checkers treat the 
 _EXPORTS = {
     "AnonymousKeychain": "imagecheck.authn._credentials",
     "ChainKeychain": "imagecheck.authn._credentials",
-    "CloudKeychain": "imagecheck.authn._cloud",
+    "CloudKeychain": "imagecheck.authn.cloud._keychain",
     "CredentialProviders": "imagecheck.authn._credproviders",
     "Credentials": "imagecheck.authn._credentials",
     "Keychain": "imagecheck.authn._credentials",
@@ -33,7 +33,6 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
-    from imagecheck.authn._cloud import CloudKeychain
     from imagecheck.authn._credentials import (
         AnonymousKeychain,
         ChainKeychain,
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     from imagecheck.authn._credproviders import CredentialProviders
     from imagecheck.authn._default import SharedSources, default_keychain, shared_sources
     from imagecheck.authn._pullsecrets import PullSecretKeychain
+    from imagecheck.authn.cloud._keychain import CloudKeychain
 
 if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt name for it
     __getattr__, __dir__ = lazy_face(__name__, _EXPORTS, globals())

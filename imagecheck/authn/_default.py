@@ -8,7 +8,7 @@
    podman's ``auth.json`` (``REGISTRY_AUTH_FILE``, ``$XDG_RUNTIME_DIR/containers/auth.json``)
 5. the kubelet's credential provider plugins (``--image-credential-provider-config`` with
    ``--image-credential-provider-bin-dir``), run only when no source above had an answer
-6. the cloud identity the process has (``--cloud-auth auto``, the default; ``_cloud.py``),
+6. the cloud identity the process has (``--cloud-auth auto``, the default; ``cloud/_keychain.py``),
    for a registry of that cloud only
 7. anonymous
 
@@ -33,8 +33,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from imagecheck.authn._cloud import CloudAuth, CloudKeychain
-from imagecheck.authn._cloudhttp import CloudHTTP, TLSFactory
 from imagecheck.authn._configfiles import AuthsKeychain
 from imagecheck.authn._credentials import (
     AnonymousKeychain,
@@ -46,6 +44,8 @@ from imagecheck.authn._credentials import (
 from imagecheck.authn._credproviders import CredentialProviders
 from imagecheck.authn._helpers import CredentialHelpers
 from imagecheck.authn._pullsecrets import PullSecretKeychain, pull_secret_paths
+from imagecheck.authn.cloud._http import CloudHTTP, TLSFactory
+from imagecheck.authn.cloud._keychain import CloudAuth, CloudKeychain
 from imagecheck.errors import CredentialsError
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from imagecheck.authn._cloud import CLOUD_AUTH_MODES
+from imagecheck.authn.cloud._keychain import CLOUD_AUTH_MODES
 from imagecheck.cli._settings import DEFAULT_TERMINATION_LOG
 from imagecheck.cli._types import Count, MirrorPair, PlatformChoice, RegistryHost, Seconds
 from imagecheck.registry import ClientOptions

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from imagecheck.authn import Credentials, Keychain, SharedSources
-from imagecheck.authn._cloud import CloudAuth
+from imagecheck.authn.cloud._keychain import CloudAuth
 from imagecheck.cli._logs import setup_logging
 from imagecheck.errors import UsageError
 from imagecheck.exitcodes import OnError

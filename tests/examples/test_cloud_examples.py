@@ -3,7 +3,7 @@ promise; test_examples.py already holds them to what every Job example must be (
 fail-fast settings, the hardened initContainer, its args against the main image).
 
 * Each Job's initContainer checks images of exactly the registry hosts its cloud identity
-  answers for (``imagecheck.authn._cloudhosts.cloud_registry``, the code's own gate), with
+  answers for (``imagecheck.authn.cloud._hosts.cloud_registry``, the code's own gate), with
   ``--cloud-auth auto``.
 * Its ServiceAccount is defined beside it and carries what makes the pod that cloud's identity:
   the IRSA role annotation, none for EKS Pod Identity (IRSA would win), the GKE Google service
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from imagecheck.authn._cloudhosts import Cloud, CloudRegistry, Service, cloud_registry
+from imagecheck.authn.cloud._hosts import Cloud, CloudRegistry, Service, cloud_registry
 from imagecheck.reference import parse_reference
 from tests.examples.checks import cli_params, dig
 from tests.examples.manifests import EXAMPLES, REPO, Json, containers, pod_spec, yaml

@@ -5,9 +5,9 @@ run it (``GCE_METADATA_HOST`` at the metadata server stand-in, the CA mounted re
 (``tests/support/cloudnet.py``), whose token server accepts only the stand-in's access token.
 
 The image's standard library is pruned to what static analysis and traced runs import, and
-``authn/_cloud.py`` imports the cloud sources by name: this is the test that the Google source
-and what it imports are in the image, and that the termination message says what a pod's
-status would show.
+``authn/cloud/_keychain.py`` imports the cloud sources by name: this is the test that the
+Google source and what it imports are in the image, and that the termination message says
+what a pod's status would show.
 """
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ def _imports(module: str, source: str) -> Iterator[tuple[str, bool]]:
     an attribute. The package uses absolute imports only (relative ones are refused).
 
     A string that is a module's whole dotted name counts too: ``importlib.import_module``
-    reaches modules so (the cloud sources, by ``authn/_cloud.py``'s ``_SOURCES``)."""
+    reaches modules so (the cloud sources, by ``authn/cloud/_keychain.py``'s ``_SOURCES``)."""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             yield from ((alias.name, True) for alias in node.names)

@@ -47,8 +47,8 @@ from xml.sax.saxutils import escape
 
 import pytest
 
-from imagecheck.authn._cloudhosts import CloudRegistry, cloud_registry
-from imagecheck.authn._cloudhttp import CloudHTTP
+from imagecheck.authn.cloud._hosts import CloudRegistry, cloud_registry
+from imagecheck.authn.cloud._http import CloudHTTP
 from tests.support.cloudnet import make_cloud_tls
 from tests.support.cloudstandin import CloudStandIn, Fault, Received, Reply
 from tests.support.pki import TLSMaterial

@@ -45,7 +45,7 @@ from typing import Any
 import jwt
 import pytest
 
-from imagecheck.authn._cloudhosts import CloudRegistry, cloud_registry
+from imagecheck.authn.cloud._hosts import CloudRegistry, cloud_registry
 from tests.support.cloudstandin import CloudStandIn, Received, Reply
 
 TENANT = "0d5a2c1e-7b0e-4c3f-9a51-3f6f2b8e41aa"

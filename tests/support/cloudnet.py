@@ -2,7 +2,7 @@
 amazonaws.com``, ``us-docker.pkg.dev`` or ``<name>.azurecr.io`` to a local registry, over TLS
 with a certificate for that name.
 
-The cloud keychain acts only on a cloud's exact host names (``authn/_cloudhosts.py``), so an
+The cloud keychain acts only on a cloud's exact host names (``authn/cloud/_hosts.py``), so an
 end-to-end test needs the real name to reach the real registry started here. No code path is
 changed for it: the CLI runs in its own mount namespace (``unshare --mount``) where
 ``/etc/hosts`` is a file the test wrote, so the resolver (glibc's ``files`` source, as for any

@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from imagecheck._deadline import Deadline
-from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP
+from imagecheck.authn.cloud._http import CloudAnswer, CloudHTTP
 from imagecheck.errors import CloudAuthError
 
 MAX_REQUEST_BODY = 1024 * 1024

@@ -44,8 +44,8 @@ from typing import Any
 
 import jwt
 
-from imagecheck.authn._cloudhosts import CloudRegistry, cloud_registry
-from imagecheck.authn._cloudhttp import CloudHTTP
+from imagecheck.authn.cloud._hosts import CloudRegistry, cloud_registry
+from imagecheck.authn.cloud._http import CloudHTTP
 from tests.support.cloudnet import NameServer, make_cloud_tls
 from tests.support.cloudstandin import CloudStandIn, Received, Reply
 from tests.support.endpoint import TOKEN_ISSUER, TOKEN_SERVICE

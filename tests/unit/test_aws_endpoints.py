@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from imagecheck.authn._awsendpoints import env_region, registry_api_endpoint, sts_endpoint
-from imagecheck.authn._cloudhosts import CloudRegistry, cloud_registry
+from imagecheck.authn.cloud._awsendpoints import env_region, registry_api_endpoint, sts_endpoint
+from imagecheck.authn.cloud._hosts import CloudRegistry, cloud_registry
 from imagecheck.errors import CredentialsError
 
 ACCOUNT = "123456789012"

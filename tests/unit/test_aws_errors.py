@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from imagecheck._deadline import Deadline
-from imagecheck.authn._aws import AwsSource
-from imagecheck.authn._cloudhosts import CloudRegistry
+from imagecheck.authn.cloud._aws import AwsSource
+from imagecheck.authn.cloud._hosts import CloudRegistry
 from imagecheck.errors import CloudAuthError, DeadlineExceeded
 from tests.support.awscloud import (
     GET_TOKEN,

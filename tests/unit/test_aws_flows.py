@@ -12,9 +12,9 @@ import pytest
 
 from imagecheck._deadline import Deadline
 from imagecheck.authn import CloudKeychain
-from imagecheck.authn._aws import AwsSource
-from imagecheck.authn._cloud import CloudToken
-from imagecheck.authn._cloudhosts import CloudRegistry
+from imagecheck.authn.cloud._aws import AwsSource
+from imagecheck.authn.cloud._hosts import CloudRegistry
+from imagecheck.authn.cloud._keychain import CloudToken
 from imagecheck.reference import parse_reference
 from tests.support.awscloud import (
     ACCOUNT,

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from imagecheck._deadline import Deadline
-from imagecheck.authn._aws import AwsSource, find_identity
-from imagecheck.authn._cloudhosts import CloudRegistry, cloud_registry
-from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP
+from imagecheck.authn.cloud._aws import AwsSource, find_identity
+from imagecheck.authn.cloud._hosts import CloudRegistry, cloud_registry
+from imagecheck.authn.cloud._http import CloudAnswer, CloudHTTP
 from imagecheck.errors import CredentialsError
 from tests.support.cloudstandin import RecordingHTTP
 

@@ -15,9 +15,9 @@ import pytest
 import respx
 
 from imagecheck._deadline import Deadline
-from imagecheck.authn._azure import AZURE_ASSET_TAG, AzureSource
-from imagecheck.authn._cloud import CloudToken
-from imagecheck.authn._cloudhttp import CloudHTTP
+from imagecheck.authn.cloud._azure import AZURE_ASSET_TAG, AzureSource
+from imagecheck.authn.cloud._http import CloudHTTP
+from imagecheck.authn.cloud._keychain import CloudToken
 from imagecheck.errors import CloudAuthError
 from tests.support.azurecloud import TENANT, Mint, acr_registry, federated_token, workload_env
 

@@ -1,6 +1,7 @@
-"""The Azure flows (``imagecheck/authn/_azure.py``, ``_azuread.py``) over real HTTP against the
-stand-ins of ``tests/support/azurecloud.py``: Azure AD over HTTPS, IMDS over plain HTTP, ACR's
-exchange over HTTPS on the registry's own name (resolved to 127.0.0.1 in this process). Each
+"""The Azure flows (``imagecheck/authn/cloud/_azure.py``, ``_azuread.py``) over real HTTP
+against the stand-ins of ``tests/support/azurecloud.py``: Azure AD over HTTPS, IMDS over
+plain HTTP, ACR's exchange over HTTPS on the registry's own name (resolved to 127.0.0.1 in
+this process). Each
 test asserts on what the stand-ins received and on the error a failure becomes: one line,
 naming the endpoint and the identity, temporary only where a retry could help, and holding
 no token."""
@@ -18,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from imagecheck._deadline import Deadline
-from imagecheck.authn._azure import NULL_USERNAME, AzureSource
-from imagecheck.authn._cloud import CloudKeychain, CloudToken
-from imagecheck.authn._cloudhosts import CloudRegistry
-from imagecheck.authn._cloudhttp import CloudHTTP
+from imagecheck.authn.cloud._azure import NULL_USERNAME, AzureSource
+from imagecheck.authn.cloud._hosts import CloudRegistry
+from imagecheck.authn.cloud._http import CloudHTTP
+from imagecheck.authn.cloud._keychain import CloudKeychain, CloudToken
 from imagecheck.errors import CloudAuthError
 from imagecheck.reference import parse_reference
 from tests.support.azurecloud import (

@@ -1,4 +1,4 @@
-"""Which Azure identity would ask (``imagecheck/authn/_azure.py``), decided from the
+"""Which Azure identity would ask (``imagecheck/authn/cloud/_azure.py``), decided from the
 environment and the machine's DMI chassis asset tag, without a request; and the local inputs a
 flow reads (the federated token file, the IDs, the endpoint overrides), each refused in one
 line that names where it came from and never what it holds. Nothing here reaches a network:
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from imagecheck._deadline import Deadline
-from imagecheck.authn._azure import AZURE_ASSET_TAG, AzureSource
-from imagecheck.authn._cloud import CloudKeychain
-from imagecheck.authn._cloudhosts import CloudRegistry, Service
-from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP
+from imagecheck.authn.cloud._azure import AZURE_ASSET_TAG, AzureSource
+from imagecheck.authn.cloud._hosts import CloudRegistry, Service
+from imagecheck.authn.cloud._http import CloudAnswer, CloudHTTP
+from imagecheck.authn.cloud._keychain import CloudKeychain
 from imagecheck.errors import CredentialsError
 from imagecheck.reference import parse_reference
 from tests.support.azurecloud import CLIENT_ID, REGISTRY, TENANT, acr_registry, workload_env

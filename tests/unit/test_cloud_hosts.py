@@ -1,4 +1,4 @@
-"""Tests for imagecheck.authn._cloudhosts: which cloud a registry host is, exactly.
+"""Tests for imagecheck.authn.cloud._hosts: which cloud a registry host is, exactly.
 
 The accepted hosts are the ones the clouds' own tools list or test with (each block says
 where from); the rejected ones are the look-alikes an attacker would register or a typo would
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from imagecheck.authn._cloudhosts import Cloud, CloudRegistry, Service, cloud_registry
+from imagecheck.authn.cloud._hosts import Cloud, CloudRegistry, Service, cloud_registry
 from imagecheck.reference import parse_reference
 
 ACCOUNT = "123456789012"
@@ -512,7 +512,7 @@ def test_a_real_host_with_anything_after_it_is_none_or_another_real_shape(
 def test_importing_the_package_does_not_import_the_classifier() -> None:
     code = (
         "import sys, imagecheck, imagecheck.authn\n"
-        "print('imagecheck.authn._cloudhosts' in sys.modules)\n"
+        "print('imagecheck.authn.cloud._hosts' in sys.modules)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False

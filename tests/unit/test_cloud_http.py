@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from imagecheck._deadline import Deadline
-from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP, answer_reason, temporary_status
+from imagecheck.authn.cloud._http import CloudAnswer, CloudHTTP, answer_reason, temporary_status
 from imagecheck.errors import CloudAuthError, DeadlineExceeded
 from tests.support.cloudnet import make_cloud_tls
 from tests.support.cloudstandin import CloudStandIn, Fault, Received, Reply

@@ -22,10 +22,10 @@ from imagecheck.authn import (
     default_keychain,
     resolve_credentials,
 )
-from imagecheck.authn._cloud import CloudToken
-from imagecheck.authn._cloudhosts import Cloud, CloudRegistry
-from imagecheck.authn._cloudhttp import CloudHTTP
 from imagecheck.authn._default import shared_sources
+from imagecheck.authn.cloud._hosts import Cloud, CloudRegistry
+from imagecheck.authn.cloud._http import CloudHTTP
+from imagecheck.authn.cloud._keychain import CloudToken
 from imagecheck.errors import CloudAuthError
 from imagecheck.reference import parse_reference
 

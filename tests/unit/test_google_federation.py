@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from imagecheck._deadline import Deadline
-from imagecheck.authn._cloud import CloudToken
-from imagecheck.authn._cloudhttp import CloudHTTP
-from imagecheck.authn._google import source
+from imagecheck.authn.cloud._google import source
+from imagecheck.authn.cloud._http import CloudHTTP
+from imagecheck.authn.cloud._keychain import CloudToken
 from imagecheck.errors import CloudAuthError, CredentialsError
 from tests.support.aio import sync
 from tests.support.cloudnet import make_cloud_tls

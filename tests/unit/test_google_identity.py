@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from imagecheck._deadline import Deadline
-from imagecheck.authn._cloud import CloudKeychain
-from imagecheck.authn._google import source
+from imagecheck.authn.cloud._google import source
+from imagecheck.authn.cloud._keychain import CloudKeychain
 from imagecheck.reference import parse_reference
 from tests.support.aio import sync
 from tests.support.cloudstandin import RecordingHTTP

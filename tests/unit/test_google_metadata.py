@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from imagecheck._deadline import Deadline
-from imagecheck.authn._cloud import CloudKeychain, CloudToken
-from imagecheck.authn._cloudhttp import CloudHTTP
-from imagecheck.authn._google import GoogleSource, source
+from imagecheck.authn.cloud._google import GoogleSource, source
+from imagecheck.authn.cloud._http import CloudHTTP
+from imagecheck.authn.cloud._keychain import CloudKeychain, CloudToken
 from imagecheck.errors import CloudAuthError, CredentialsError, DeadlineExceeded
 from imagecheck.reference import parse_reference
 from tests.support.aio import sync

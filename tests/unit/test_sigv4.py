@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from imagecheck.authn._sigv4 import (
+from imagecheck.authn.cloud._sigv4 import (
     AwsCredentials,
     canonical_query,
     canonical_uri,
@@ -316,7 +316,8 @@ def test_a_header_the_signer_sets_is_refused(name: str) -> None:
 def test_neither_face_loads_the_signer() -> None:
     """Nothing exports it yet: ``import imagecheck.authn`` must not pay for it."""
     code = (
-        "import sys, imagecheck, imagecheck.authn; print('imagecheck.authn._sigv4' in sys.modules)"
+        "import sys, imagecheck, imagecheck.authn\n"
+        "print('imagecheck.authn.cloud._sigv4' in sys.modules)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True

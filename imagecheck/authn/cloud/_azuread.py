@@ -1,6 +1,6 @@
 """An Azure AD access token for Azure Container Registry, from the identity a pod has: the two
 ways ``_azure.py`` asks, each one bounded request through
-:class:`~imagecheck.authn._cloudhttp.CloudHTTP`.
+:class:`~imagecheck.authn.cloud._http.CloudHTTP`.
 
 **AKS workload identity** (the client credentials grant with a federated credential): a POST
 of a form to ``<authority>/<tenant>/oauth2/v2.0/token`` with ``grant_type=client_credentials``,
@@ -39,8 +39,8 @@ from imagecheck._capped import parse_json_object
 from imagecheck._deadline import Deadline
 from imagecheck._files import read_regular_file
 from imagecheck._text import redact
-from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP, answer_reason, temporary_status
 from imagecheck.authn._credentials import bearer_problem
+from imagecheck.authn.cloud._http import CloudAnswer, CloudHTTP, answer_reason, temporary_status
 from imagecheck.errors import CloudAuthError, CredentialsError
 
 FEDERATED_TOKEN_FILE = "AZURE_FEDERATED_TOKEN_FILE"  # noqa: S105 (a variable name, not a secret)

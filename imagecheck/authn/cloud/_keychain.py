@@ -4,7 +4,7 @@ binary and no cloud SDK.
 
 For a reference, in order, each step cheap enough to cost nothing where it does not apply:
 
-1. **the host**: ``_cloudhosts.cloud_registry`` names the one cloud whose registry the host is
+1. **the host**: ``_hosts.cloud_registry`` names the one cloud whose registry the host is
    exactly (a look-alike gets nothing), else the keychain answers nothing;
 2. **a plausible identity of that cloud**: the cloud's source (``_aws.py``, ``_google.py``,
    ``_azure.py``, each imported only when a host of its cloud is met) says which identity
@@ -16,7 +16,7 @@ For a reference, in order, each step cheap enough to cost nothing where it does 
    before a token expires under it; a renewal that fails while the old token still holds
    keeps the old one (and logs why);
 4. **the cloud's flow**: the source's requests (STS, the ECR API, a metadata server, Azure AD,
-   ACR's exchange), through :class:`~imagecheck.authn._cloudhttp.CloudHTTP`, inside the
+   ACR's exchange), through :class:`~imagecheck.authn.cloud._http.CloudHTTP`, inside the
    deadline; overlapping checks of one registry share one flow.
 
 A flow that fails raises :class:`~imagecheck.errors.CloudAuthError` (the check is an error,
@@ -40,9 +40,9 @@ from typing import Literal, Protocol
 
 from imagecheck._deadline import Deadline
 from imagecheck._expiring import MISS, Expiring
-from imagecheck.authn._cloudhosts import Cloud, CloudRegistry, Service, cloud_registry
-from imagecheck.authn._cloudhttp import CloudHTTP
 from imagecheck.authn._credentials import Credentials
+from imagecheck.authn.cloud._hosts import Cloud, CloudRegistry, Service, cloud_registry
+from imagecheck.authn.cloud._http import CloudHTTP
 from imagecheck.errors import CloudAuthError
 from imagecheck.reference import Reference
 
@@ -66,9 +66,9 @@ DMI_DIR = Path("/sys/class/dmi/id")
 PUBLIC_SERVICES = frozenset({Service.ECR_PUBLIC})
 _CLOUD_NAMES = {Cloud.AWS: "AWS", Cloud.GOOGLE: "Google", Cloud.AZURE: "Azure"}
 _SOURCES = {
-    Cloud.AWS: "imagecheck.authn._aws",
-    Cloud.GOOGLE: "imagecheck.authn._google",
-    Cloud.AZURE: "imagecheck.authn._azure",
+    Cloud.AWS: "imagecheck.authn.cloud._aws",
+    Cloud.GOOGLE: "imagecheck.authn.cloud._google",
+    Cloud.AZURE: "imagecheck.authn.cloud._azure",
 }
 
 

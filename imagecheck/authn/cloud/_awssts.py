@@ -29,16 +29,16 @@ from urllib.parse import quote
 
 from imagecheck._deadline import Deadline
 from imagecheck._text import printable, redact
-from imagecheck.authn._awsendpoints import Endpoint, sts_endpoint
-from imagecheck.authn._awsidentity import (
+from imagecheck.authn.cloud._awsendpoints import Endpoint, sts_endpoint
+from imagecheck.authn.cloud._awsidentity import (
     AwsSession,
     Now,
     answered_session,
     env_value,
     read_token_file,
 )
-from imagecheck.authn._cloudhosts import CloudRegistry
-from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP, answer_reason, temporary_status
+from imagecheck.authn.cloud._hosts import CloudRegistry
+from imagecheck.authn.cloud._http import CloudAnswer, CloudHTTP, answer_reason, temporary_status
 from imagecheck.errors import CloudAuthError, CredentialsError
 
 FORM = "application/x-www-form-urlencoded; charset=utf-8"

@@ -63,7 +63,8 @@ from imagecheck._capped import parse_json_object
 from imagecheck._deadline import Deadline
 from imagecheck._files import read_regular_file
 from imagecheck._text import printable, redact
-from imagecheck.authn._azuread import (
+from imagecheck.authn._credentials import Credentials, bearer_problem
+from imagecheck.authn.cloud._azuread import (
     FEDERATED_TOKEN_FILE,
     ManagedIdentity,
     WorkloadIdentity,
@@ -73,10 +74,9 @@ from imagecheck.authn._azuread import (
     post_form,
     workload_token,
 )
-from imagecheck.authn._cloud import CloudSource, CloudToken
-from imagecheck.authn._cloudhosts import CloudRegistry
-from imagecheck.authn._cloudhttp import CloudHTTP, answer_reason, temporary_status
-from imagecheck.authn._credentials import Credentials, bearer_problem
+from imagecheck.authn.cloud._hosts import CloudRegistry
+from imagecheck.authn.cloud._http import CloudHTTP, answer_reason, temporary_status
+from imagecheck.authn.cloud._keychain import CloudSource, CloudToken
 from imagecheck.errors import CloudAuthError, CredentialsError
 
 CLIENT_ID = "AZURE_CLIENT_ID"
@@ -115,8 +115,9 @@ _DOMAIN = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za
 
 
 class AzureSource:
-    """The Azure identity of this process as a :class:`~imagecheck.authn._cloud.CloudSource`
-    (see the module docstring). ``clock`` is the wall clock a token's ``exp`` is read on."""
+    """The Azure identity of this process as a
+    :class:`~imagecheck.authn.cloud._keychain.CloudSource` (see the module docstring).
+    ``clock`` is the wall clock a token's ``exp`` is read on."""
 
     def __init__(
         self, env: Mapping[str, str], dmi_dir: Path, *, clock: Callable[[], float] = time.time
@@ -196,7 +197,7 @@ class AzureSource:
 
 
 def source(env: Mapping[str, str], dmi_dir: Path) -> CloudSource:
-    """The Azure source ``_cloud._SOURCES`` names: see the module docstring."""
+    """The Azure source ``_keychain._SOURCES`` names: see the module docstring."""
     return AzureSource(env, dmi_dir)
 
 

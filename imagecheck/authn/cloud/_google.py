@@ -1,5 +1,5 @@
 """Registry credentials from the Google identity the pod (or VM) has, for every Google registry
-host (``gcr.io``, ``*.gcr.io``, ``<location>-docker.pkg.dev``, ...: ``_cloudhosts.py``), as
+host (``gcr.io``, ``*.gcr.io``, ``<location>-docker.pkg.dev``, ...: ``_hosts.py``), as
 docker-credential-gcr and go-containerregistry's google keychain get them, with no SDK: an
 OAuth 2.0 access token offered as the password of the user ``oauth2accesstoken``,
 https://cloud.google.com/artifact-registry/docs/docker/authentication#token
@@ -43,13 +43,18 @@ from pathlib import Path
 from imagecheck._deadline import Deadline
 from imagecheck._files import read_regular_file
 from imagecheck._text import printable
-from imagecheck.authn._cloud import CloudToken
-from imagecheck.authn._cloudhosts import CloudRegistry
-from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP, temporary_status
 from imagecheck.authn._credentials import Credentials
-from imagecheck.authn._googleapi import GoogleToken, access_token, answer_object, google_reason
-from imagecheck.authn._googleapi import seconds as answer_seconds
-from imagecheck.authn._googlefed import CONFIG_ENV, federated_token
+from imagecheck.authn.cloud._googleapi import (
+    GoogleToken,
+    access_token,
+    answer_object,
+    google_reason,
+)
+from imagecheck.authn.cloud._googleapi import seconds as answer_seconds
+from imagecheck.authn.cloud._googlefed import CONFIG_ENV, federated_token
+from imagecheck.authn.cloud._hosts import CloudRegistry
+from imagecheck.authn.cloud._http import CloudAnswer, CloudHTTP, temporary_status
+from imagecheck.authn.cloud._keychain import CloudToken
 from imagecheck.errors import CloudAuthError, CredentialsError
 
 log = logging.getLogger(__name__)

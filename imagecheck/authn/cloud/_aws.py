@@ -52,8 +52,9 @@ from pathlib import Path
 from imagecheck._capped import parse_json_object
 from imagecheck._deadline import Deadline
 from imagecheck._text import redact
-from imagecheck.authn._awsendpoints import Endpoint, registry_api_endpoint
-from imagecheck.authn._awsidentity import (
+from imagecheck.authn._credentials import Credentials
+from imagecheck.authn.cloud._awsendpoints import Endpoint, registry_api_endpoint
+from imagecheck.authn.cloud._awsidentity import (
     ECS_AGENT,
     AwsIdentity,
     AwsSession,
@@ -65,12 +66,11 @@ from imagecheck.authn._awsidentity import (
     text_field,
     utc_now,
 )
-from imagecheck.authn._awssts import WebIdentity
-from imagecheck.authn._cloud import CloudToken
-from imagecheck.authn._cloudhosts import CloudRegistry, Service
-from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP, answer_reason, temporary_status
-from imagecheck.authn._credentials import Credentials
-from imagecheck.authn._sigv4 import sign
+from imagecheck.authn.cloud._awssts import WebIdentity
+from imagecheck.authn.cloud._hosts import CloudRegistry, Service
+from imagecheck.authn.cloud._http import CloudAnswer, CloudHTTP, answer_reason, temporary_status
+from imagecheck.authn.cloud._keychain import CloudToken
+from imagecheck.authn.cloud._sigv4 import sign
 from imagecheck.errors import CloudAuthError, CredentialsError
 
 JSON_11 = "application/x-amz-json-1.1"

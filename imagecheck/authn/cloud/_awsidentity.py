@@ -37,10 +37,10 @@ from imagecheck._capped import parse_json_object
 from imagecheck._deadline import Deadline
 from imagecheck._files import read_regular_file
 from imagecheck._text import printable, redact
-from imagecheck.authn._cloudhosts import CloudRegistry
-from imagecheck.authn._cloudhttp import CloudAnswer, CloudHTTP, answer_reason, temporary_status
 from imagecheck.authn._credentials import bearer_problem, header_problem
-from imagecheck.authn._sigv4 import AwsCredentials
+from imagecheck.authn.cloud._hosts import CloudRegistry
+from imagecheck.authn.cloud._http import CloudAnswer, CloudHTTP, answer_reason, temporary_status
+from imagecheck.authn.cloud._sigv4 import AwsCredentials
 from imagecheck.errors import CloudAuthError, CredentialsError
 
 # A projected ServiceAccount token is 1 to 2 KiB; nothing a hundred times larger is one.

@@ -23,8 +23,8 @@ from typing import Any
 
 from imagecheck._capped import parse_json_object
 from imagecheck._text import redact
-from imagecheck.authn._cloudhttp import CloudAnswer, answer_reason
 from imagecheck.authn._credentials import bearer_problem
+from imagecheck.authn.cloud._http import CloudAnswer, answer_reason
 from imagecheck.errors import CloudAuthError
 
 # The scope of every token asked for: Artifact Registry and Container Registry take it.

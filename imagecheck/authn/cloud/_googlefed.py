@@ -48,9 +48,8 @@ from imagecheck._capped import parse_json_object
 from imagecheck._deadline import Deadline
 from imagecheck._files import read_regular_file
 from imagecheck._text import printable
-from imagecheck.authn._cloudhttp import CloudHTTP, temporary_status
 from imagecheck.authn._credentials import bearer_problem
-from imagecheck.authn._googleapi import (
+from imagecheck.authn.cloud._googleapi import (
     CLOUD_PLATFORM,
     GoogleToken,
     access_token,
@@ -58,6 +57,7 @@ from imagecheck.authn._googleapi import (
     google_reason,
     seconds,
 )
+from imagecheck.authn.cloud._http import CloudHTTP, temporary_status
 from imagecheck.errors import CloudAuthError, CredentialsError
 
 CONFIG_ENV = "GOOGLE_APPLICATION_CREDENTIALS"

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from imagecheck._text import printable
-from imagecheck.authn._cloudhosts import AWS_REGION, CloudRegistry, Service, aws_partition
+from imagecheck.authn.cloud._hosts import AWS_REGION, CloudRegistry, Service, aws_partition
 from imagecheck.errors import CredentialsError
 
 ECR_PUBLIC_REGION = "us-east-1"  # the only region with the ECR Public API
@@ -44,7 +44,7 @@ _REGION = re.compile(AWS_REGION)
 
 
 # Each partition's DNS suffix (partitions.json's dnsSuffix); a region's partition is
-# _cloudhosts.aws_partition's, by its prefix.
+# _hosts.aws_partition's, by its prefix.
 _DNS_SUFFIXES = {
     "aws": "amazonaws.com",
     "aws-us-gov": "amazonaws.com",
