@@ -1,7 +1,7 @@
 """Checks shared by the tests on examples/: a manifest against the Kubernetes schemas
 (:func:`check_schema`), a Job that fails on a missing image (:func:`check_job`), the
-hardened securityContext (:data:`HARDENED`), and what the real CLI makes of a container's args
-(:func:`cli_params`)."""
+hardened securityContext (:data:`HARDENED`), what the real CLI makes of a container's args
+(:func:`cli_params`), and what a Role grants (:func:`granted`)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,16 @@ def cli_params(args: list[str], command: click.Command = check_command) -> dict[
             return dict(ctx.params)
     except click.ClickException as exc:
         pytest.fail(f"imagecheck rejects {args}: {exc.format_message()}", pytrace=False)
+
+
+def granted(role: Json) -> dict[tuple[str, str], set[str]]:
+    """(API group, resource) -> verbs, as a Role's or ClusterRole's rules grant them."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                found.setdefault((group, resource), set()).update(rule["verbs"])
+    return found
 
 
 def dig(node: Any, *keys: str) -> Any:

@@ -22,7 +22,7 @@ import yaml
 
 from imagecheck.cli._kueue import kueue_check
 from imagecheck.cluster._kueue import CONTROLLER_NAME
-from tests.examples.checks import HARDENED, by_label, check_schema, cli_params
+from tests.examples.checks import HARDENED, by_label, check_schema, cli_params, granted
 from tests.examples.manifests import EXAMPLES, Json, collect, containers, pod_spec
 
 CRDS = Path(__file__).parents[1] / "data" / "kueue"
@@ -101,8 +101,8 @@ def test_the_controller_container() -> None:
 def test_rbac_is_what_kueue_check_uses() -> None:
     [role] = _kind("ClusterRole")
     [lease_role] = _kind("Role")
-    assert _granted(role) == RULES
-    assert _granted(lease_role) == LEASE_RULES
+    assert granted(role) == RULES
+    assert granted(lease_role) == LEASE_RULES
     [deployment] = _kind("Deployment")
     assert lease_role["metadata"]["namespace"] == deployment["metadata"]["namespace"]
     account = (pod_spec(deployment) or {})["serviceAccountName"]
@@ -110,15 +110,6 @@ def test_rbac_is_what_kueue_check_uses() -> None:
         assert {"kind": "ServiceAccount", "name": account, "namespace": "kueue-system"} in binding[
             "subjects"
         ]
-
-
-def _granted(role: Json) -> dict[tuple[str, str], set[str]]:
-    granted: dict[tuple[str, str], set[str]] = {}
-    for rule in role["rules"]:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                granted.setdefault((group, resource), set()).update(rule["verbs"])
-    return granted
 
 
 def _unknown(node: Any, schema: Json, path: str = "") -> list[str]:

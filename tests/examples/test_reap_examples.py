@@ -21,7 +21,7 @@ import pytest
 
 from imagecheck.cli._reap import reap
 from imagecheck.reference import parse_reference
-from tests.examples.checks import HARDENED, by_label, check_job, check_schema, cli_params
+from tests.examples.checks import HARDENED, by_label, check_job, check_schema, cli_params, granted
 from tests.examples.manifests import EXAMPLES, Json, collect, containers, job_spec, pod_spec
 
 FILES = {"reap-cronjob.yaml": "CronJob", "reap-deployment.yaml": "Deployment"}
@@ -91,12 +91,7 @@ def test_rbac_is_what_reap_uses(name: str) -> None:
         "kind": "ClusterRole",
         "name": role["metadata"]["name"],
     }
-    granted: dict[tuple[str, str], set[str]] = {}
-    for rule in role["rules"]:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                granted.setdefault((group, resource), set()).update(rule["verbs"])
-    assert granted == (RULES if FILES[name] == "CronJob" else LOOP_RULES)
+    assert granted(role) == (RULES if FILES[name] == "CronJob" else LOOP_RULES)
     roles = [o for o in objects if o.get("kind") == "Role"]
     if FILES[name] == "CronJob":
         assert roles == [], "--once elects no leader"
@@ -106,9 +101,4 @@ def test_rbac_is_what_reap_uses(name: str) -> None:
     assert lease_role["metadata"]["namespace"] == workload["metadata"]["namespace"]
     assert lease_binding["roleRef"]["name"] == lease_role["metadata"]["name"]
     assert subject in lease_binding["subjects"]
-    assert {
-        (g, r): set(rule["verbs"])
-        for rule in lease_role["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-    } == LEASE_RULES
+    assert granted(lease_role) == LEASE_RULES

@@ -53,12 +53,15 @@ def start(kube_api: KubeAPI, tls_material: TLSMaterial, tmp_path: Path) -> Itera
     env = {k: v for k, v in os.environ.items() if not k.startswith(("IMAGECHECK_", "KUBE"))}
     env.update(HOME=str(tmp_path), DOCKER_CONFIG=str(empty), XDG_RUNTIME_DIR=str(empty))
 
-    def run(*args: str) -> subprocess.Popen[str]:
+    def run(*args: str, pod: str = "imagecheck-gate") -> subprocess.Popen[str]:
+        """``gate`` without leader election unless ``args`` say ``--leader-elect`` (the last
+        of the two wins); ``pod`` is the replica's name (its Lease identity)."""
         command = [sys.executable, "-m", "imagecheck", "gate", "--kubeconfig",
                    str(kube_api.kubeconfig), "--ca-file", str(tls_material.ca_file),
                    "--insecure-http", "--no-leader-elect", "--resync", "5s", "-o", "json",
                    *args]  # fmt: skip
-        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+        process = subprocess.Popen(command, env={**env, "POD_NAME": pod},
+                                   stdout=subprocess.PIPE, text=True)  # fmt: skip
         started.append(process)
         return process
 
@@ -108,29 +111,35 @@ def test_a_controller_killed_mid_way_is_started_again_and_finishes(
     eventually(lambda: gates(kube_api, "train-abcde") == [])
 
 
+def mutate(port: int, namespace: str = NS) -> dict[str, Any] | None:
+    """What ``POST /mutate`` on ``port`` answers for a pod created in ``namespace`` (None: no
+    answer yet, the server is not up)."""
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u-1", "operation": "CREATE", "namespace": namespace,
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "object": {"kind": "Pod", "metadata": {"name": "p", "namespace": namespace},
+                   "spec": {"containers": [{"name": "c", "image": "x"}]}}}}  # fmt: skip
+    try:
+        with httpx.Client(trust_env=False) as client:
+            got = client.post(f"http://127.0.0.1:{port}/mutate", json=review)
+    except httpx.HTTPError:
+        return None
+    return got.json()["response"]  # type: ignore[no-any-return]
+
+
+def gates_new_pods(port: int) -> bool:
+    """``/mutate`` answers with the gate: allowed, with a patch."""
+    answer = mutate(port)
+    return answer is not None and answer["allowed"] is True and "patch" in answer
+
+
 def test_mutate_adds_the_gate_once_the_controller_listed(kube_api: KubeAPI, start: Start) -> None:
     port = free_port()
     start("--listen", f"127.0.0.1:{port}", "-n", NS)
-    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "u-1", "operation": "CREATE", "namespace": NS,
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "object": {"kind": "Pod", "metadata": {"name": "p", "namespace": NS},
-                   "spec": {"containers": [{"name": "c", "image": "x"}]}}}}  # fmt: skip
-
-    def answer(namespace: str = NS) -> dict[str, Any]:
-        review["request"]["namespace"] = namespace  # type: ignore[index]
-        with httpx.Client(trust_env=False) as client:
-            got = client.post(f"http://127.0.0.1:{port}/mutate", json=review)
-        return got.json()["response"]  # type: ignore[no-any-return]
-
-    def patched() -> bool:
-        try:
-            return "patch" in answer()
-        except httpx.HTTPError:
-            return False
-
-    eventually(patched)
-    ops = json.loads(base64.b64decode(answer()["patch"]))
+    eventually(lambda: gates_new_pods(port))
+    answer = mutate(port)
+    assert answer is not None
+    ops = json.loads(base64.b64decode(answer["patch"]))
     assert ops == [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}]
-    assert "patch" not in answer("other")  # not a namespace of -n
+    assert "patch" not in (mutate(port, "other") or {"patch": "no answer"})  # not one of -n
