@@ -160,7 +160,14 @@ class GateProcess:
 
     def stop(self) -> None:
         self.process.terminate()
-        self.process.wait(timeout=10)
+        started = time.monotonic()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            progress("the gate did not stop within 30 s of SIGTERM: killed")
+        progress(f"the gate stopped {time.monotonic() - started:.1f} s after SIGTERM")
 
 
 @dataclass(frozen=True)
