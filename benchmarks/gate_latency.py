@@ -347,7 +347,8 @@ def main() -> int:
     except BenchmarkError as exc:
         print(f"gate_latency: {exc}", file=sys.stderr)
         return exc.exit_code
-    print(f"machine: {os.cpu_count()} CPUs, load {load[0]:.1f} before; Python {sys.version.split()[0]}; "
+    python = sys.version.split()[0]
+    print(f"machine: {os.cpu_count()} CPUs, load {load[0]:.1f} before; Python {python}; "
           f"{time.perf_counter() - started:.0f} s")  # fmt: skip
     print("\n".join(lines))
     return 0
