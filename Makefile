@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint unit integration agreement bench bench-scan bench-corpus bench-startup bench-webhook bench-webhook-soak bench-webhook-attack system-deps venv clean
+.PHONY: demo test lint unit integration agreement bench bench-scan bench-corpus bench-startup bench-webhook bench-webhook-soak bench-webhook-attack bench-gate system-deps venv clean
 
 system-deps:
 	@scripts/system-deps.sh
@@ -59,6 +59,9 @@ bench-webhook-soak: venv
 
 bench-webhook-attack: system-deps venv
 	$(BIN)/python benchmarks/webhook_attack.py
+
+bench-gate: system-deps venv
+	$(BIN)/python benchmarks/gate_latency.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 from imagecheck._deadline import Deadline
@@ -73,6 +74,8 @@ class Gatekeeper:
         self.keychains = PodKeychains(cluster, keychain_for)
         self.events = Recorder(cluster, clock, component=COMPONENT)
         self.told: dict[str, str] = {}  # uid -> the kept reason last written as an Event
+        # Told when (monotonic) the patch that lifted a pod's gate was sent (the loop logs it).
+        self.lifted: Callable[[GatedPod, float], None] = lambda pod, sent: None
 
     async def run_once(self) -> list[GateOutcome]:
         """One pass over the gated pods the selector picks."""
@@ -144,6 +147,7 @@ class Gatekeeper:
             ops = release_ops(current)
             if ops is None:
                 raise _NotDone("the gate was lifted by someone else")
+            sent = time.monotonic()
             try:
                 await self.cluster.json_patch(POD, pod.namespace, pod.name, ops)
                 break
@@ -151,6 +155,7 @@ class Gatekeeper:
                 continue
         else:
             raise _NotDone(f"the pod changed {MAX_CONFLICT_RETRIES + 1} times while patched")
+        self.lifted(pod, sent)
         self.told.pop(pod.uid, None)
         log.info("gate: released pod %s: %s", pod.path, decision.why)
         reason = RELEASE_REASONS[decision.action]

@@ -56,6 +56,7 @@ class KubeAPI:
         self.server.store = Store()
         self.server.gone_as_status = False
         self.server.watch_timeout = 1.0
+        self.server.watch_poll = 0.05
         self.server.requests = []
         self.server.mutating = []
 
