@@ -1,6 +1,7 @@
 """``imagecheck gate`` without ``--once``: a controller over the gated pods, listed then
-watched as ``reap_loop.py`` does it (a full list every ``resync``; a 410 Gone lists again at
-once; an unreachable API is retried after a backoff; a refusal ends the loop).
+watched on the list+watch skeleton (``listwatch.py``: a full list every ``resync``; a 410
+Gone lists again at once; an unreachable API is retried after a backoff; a refusal ends the
+loop).
 
 Nothing is kept but what the cluster says: a restarted controller lists the gated pods and
 goes on (each pod's age is its ``creationTimestamp``, so ``wait`` and the maximum gate age
@@ -16,22 +17,16 @@ the like that stay gated until the image appears), never later than its maximum 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from imagecheck.cluster._gate import GatedPod, GateOutcome
 from imagecheck.cluster._gate_pass import Gatekeeper
-from imagecheck.cluster._model import JSON, POD, Gone, Unreachable
-from imagecheck.cluster._reap_loop import BACKOFF, QUEUE
-
-log = logging.getLogger("imagecheck")
+from imagecheck.cluster._listwatch import ListWatchLoop
+from imagecheck.cluster._model import JSON, POD, Kind, Selector
 
 FAST = (1.0, 10.0)  # seconds: the first re-check within wait, and the longest
 SLOW = (30.0, 300.0)  # after wait: a pod kept until its image appears
-_END: tuple[str, JSON] = ("END", {})
 
 
 class GateHooks:
@@ -46,9 +41,11 @@ class GateHooks:
     def outcome(self, outcome: GateOutcome) -> None: ...
 
 
-class GateLoop:
+class GateLoop(ListWatchLoop[str]):
     """Lists, watches, acts. ``tracked``: uid -> gated pod; ``due``: uid -> when (the
     keeper's clock) to check it next; ``tries``: re-checks so far, for the backoff."""
+
+    name = "gate"
 
     def __init__(
         self,
@@ -60,36 +57,21 @@ class GateLoop:
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        super().__init__(keeper.cluster, resync, monotonic=monotonic, sleep=sleep)
         self.keeper = keeper
-        self.resync = resync
         self.echo = echo
         self.hooks = hooks or GateHooks()
         keeper.events.on_api_error = self.hooks.api_error
-        self.monotonic = monotonic
-        self.sleep = sleep
         self.tracked: dict[str, GatedPod] = {}
         self.due: dict[str, float] = {}
         self.tries: dict[str, int] = {}
         self.listed_at: float | None = None  # monotonic, the last full list
 
-    async def run(self, lists: int | None = None) -> None:
-        """List and watch, ``lists`` times (None: until cancelled)."""
-        delay = BACKOFF[0]
-        done = 0
-        while lists is None or done < lists:
-            done += 1
-            try:
-                version = await self.relist()
-                delay = BACKOFF[0]
-                await self.follow(version, self.monotonic() + self.resync)
-            except Gone as exc:
-                self.hooks.api_error(exc)
-                log.info("gate: the watch's version is gone (%s); listing again", exc)
-            except Unreachable as exc:
-                self.hooks.api_error(exc)
-                log.warning("gate: %s; listing again in %gs", exc, delay)
-                await self.sleep(delay)
-                delay = min(delay * 2, BACKOFF[1])
+    def api_error(self, error: Exception) -> None:
+        self.hooks.api_error(error)
+
+    def selector(self, kind: Kind) -> Selector:
+        return self.keeper.options.selector
 
     async def relist(self) -> str:
         """The gated pods listed afresh (each due at once), and acted on."""
@@ -107,34 +89,10 @@ class GateLoop:
     async def follow(self, version: str, until: float) -> None:
         """Apply the watch's changes from ``version`` until ``until`` (monotonic), acting on
         each pod when it is due."""
-        queue: asyncio.Queue[tuple[str, JSON] | BaseException] = asyncio.Queue(QUEUE)
-        pump = asyncio.create_task(self._pump(version, queue))
-        try:
-            while (left := until - self.monotonic()) > 0:
-                item: tuple[str, JSON] | BaseException | None = None
-                with contextlib.suppress(TimeoutError):
-                    item = await asyncio.wait_for(queue.get(), min(left, self._next_due()))
-                if isinstance(item, BaseException):
-                    raise item
-                if item is not None and item is not _END:
-                    self.apply(*item)
-                await self.act_on_due()
-        finally:
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
+        await self.watch({POD: version}, until)
 
-    async def _pump(self, version: str, queue: asyncio.Queue[Any]) -> None:
-        selector = self.keeper.options.selector
-        try:
-            async with contextlib.aclosing(
-                self.keeper.cluster.watch(POD, selector, version)  # type: ignore[type-var]
-            ) as changes:
-                async for change in changes:
-                    await queue.put(change)
-            await queue.put(_END)
-        except (Gone, Unreachable) as exc:
-            await queue.put(exc)
+    async def changed(self, kind: Kind, change: str, obj: JSON) -> None:
+        self.apply(change, obj)
 
     def apply(self, change: str, pod: JSON) -> None:
         """One change: a gated pod tracked (due at once when new), any other dropped."""
