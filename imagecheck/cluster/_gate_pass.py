@@ -15,11 +15,9 @@ Writes, and how each stays safe when something else changes the pod or its Job m
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from imagecheck._deadline import Deadline
 from imagecheck.cluster._gate import (
     COMPONENT,
     Action,
@@ -32,20 +30,16 @@ from imagecheck.cluster._gate import (
     release_ops,
     results_for,
 )
+from imagecheck.cluster._images import VerdictKey, Verdicts, check_each, check_image, verdict_key
 from imagecheck.cluster._model import JOB, POD, Cluster, ClusterError, Conflict
 from imagecheck.cluster._reap import Malformed, job_skip_reason, now
 from imagecheck.cluster._reap_events import Recorder
 from imagecheck.cluster._reap_pass import MAX_CONFLICT_RETRIES, _name, fail_job
 from imagecheck.cluster._secrets import KeychainFor, PodKeychains
-from imagecheck.errors import InvalidReferenceError
-from imagecheck.reference import parse_reference
 from imagecheck.registry import ImageChecker
-from imagecheck.result import CheckResult, Status
 
 log = logging.getLogger("imagecheck")
 
-# A pass's registry answers: by image, and the namespace and names of its pull secrets.
-Verdicts = dict[tuple[str, str, tuple[str, ...]], CheckResult]
 RELEASE_REASONS = {
     Action.RELEASED: "ImagesFound",
     Action.RELEASED_ON_ERROR: "ImageCheckFailed",
@@ -190,29 +184,18 @@ class Gatekeeper:
         await self.events.event(POD, _ref(pod), f"kept gated by imagecheck: {decision.why}")
 
     async def _verdicts(self, pods: Sequence[GatedPod]) -> Verdicts:
-        """The registry's answers, each distinct image (and pull secrets) once, by as many
-        workers as the checker's concurrency."""
+        """The registry's answers, each distinct image (and pull secrets) once."""
         verdicts: Verdicts = {}
-        todo = iter({_key(p, i): (p, i) for p in pods for i in p.images}.items())
 
-        async def worker() -> None:
-            for key, (pod, image) in todo:
-                verdicts[key] = await self._verdict(pod, image)
+        async def check(item: tuple[VerdictKey, tuple[GatedPod, str]]) -> None:
+            key, (pod, image) = item
+            keychain = await self.keychains(pod)
+            verdicts[key] = await check_image(self.checker, image, keychain, self.options.deadline)
 
-        workers = min(max(1, self.checker.options.concurrency), sum(len(p.images) for p in pods))
-        async with asyncio.TaskGroup() as group:
-            for _ in range(workers):
-                group.create_task(worker())
+        await check_each(
+            self.checker, {_key(p, i): (p, i) for p in pods for i in p.images}.items(), check
+        )
         return verdicts
-
-    async def _verdict(self, pod: GatedPod, image: str) -> CheckResult:
-        try:
-            ref = parse_reference(image)
-        except InvalidReferenceError as exc:
-            return CheckResult(image, None, Status.INVALID, exc.reason)
-        keychain = await self.keychains(pod)
-        deadline = Deadline.after(self.options.deadline)
-        return await self.checker.check(ref, deadline, image=image, keychain=keychain)
 
 
 class _NotDone(Exception):
@@ -229,9 +212,8 @@ def kept_gated(pod: object) -> GatedPod | None:
         return None
 
 
-def _key(pod: GatedPod, image: str) -> tuple[str, str, tuple[str, ...]]:
-    """What a verdict depends on: the image, and the secrets (of a namespace) it is read with."""
-    return (image, pod.namespace if pod.pull_secrets else "", pod.pull_secrets)
+def _key(pod: GatedPod, image: str) -> VerdictKey:
+    return verdict_key(image, pod.namespace, pod.pull_secrets)
 
 
 def _ref(pod: GatedPod) -> dict[str, object]:

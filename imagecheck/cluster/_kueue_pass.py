@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from imagecheck._deadline import Deadline
 from imagecheck.authn import Keychain
+from imagecheck.cluster._images import check_image
 from imagecheck.cluster._kueue import (
     CONTROLLER_NAME,
     Decision,
@@ -48,9 +48,7 @@ from imagecheck.cluster._model import (
 )
 from imagecheck.cluster._reap import Malformed, now, parse_time
 from imagecheck.cluster._secrets import KeychainFor, PodKeychains
-from imagecheck.errors import InvalidReferenceError
 from imagecheck.kube import service_account_pull_secrets
-from imagecheck.reference import parse_reference
 from imagecheck.registry import ImageChecker
 from imagecheck.result import CheckResult, Status
 
@@ -245,12 +243,7 @@ class KueueChecker:
         return tuple(service_account_pull_secrets(account)) if account else ()
 
     async def _check(self, image: str, keychain: Keychain | None) -> CheckResult:
-        try:
-            ref = parse_reference(image)
-        except InvalidReferenceError as exc:
-            return CheckResult(image, None, Status.INVALID, exc.reason)
-        deadline = Deadline.after(self.options.deadline)
-        return await self.checker.check(ref, deadline, image=image, keychain=keychain)
+        return await check_image(self.checker, image, keychain, self.options.deadline)
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,11 @@ credentials or an outage, which a Job should outlive).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from imagecheck._deadline import Deadline
+from imagecheck.cluster._images import VerdictKey, Verdicts, check_each, check_image, verdict_key
 from imagecheck.cluster._model import (
     JOB,
     JSON,
@@ -46,8 +45,6 @@ from imagecheck.cluster._reap import (
 )
 from imagecheck.cluster._reap_events import NO_EVENT_JOB, NO_EVENT_POD, Recorder, pod_ref
 from imagecheck.cluster._secrets import KeychainFor, PodKeychains
-from imagecheck.errors import InvalidReferenceError
-from imagecheck.reference import parse_reference
 from imagecheck.registry import ImageChecker
 from imagecheck.result import CheckResult, Status
 
@@ -56,8 +53,6 @@ log = logging.getLogger("imagecheck")
 # A patch refused because the Job changed is read again and retried this many times.
 MAX_CONFLICT_RETRIES = 3
 MAX_STUCK = 10_000
-# A pass's registry answers: by image, and the namespace and names of its pull secrets.
-Verdicts = dict[tuple[str, str, tuple[str, ...]], CheckResult]
 
 
 @dataclass(frozen=True)
@@ -153,19 +148,13 @@ class Reaper:
         return said(Action.SKIPPED, skip) if skip else said
 
     async def _verdicts(self, pods: Sequence[StuckPod]) -> Verdicts:
-        """The registry's answers for ``pods``, each distinct image (and pull secrets) once,
-        by as many workers as the checker's concurrency: a pass of 200 stuck pods on 50
-        images waits for the slowest registry, not for the sum of them."""
+        """The registry's answers for ``pods``, each distinct image (and pull secrets) once."""
         verdicts: Verdicts = {}
-        todo = iter({_key(p): p for p in pods}.values())
 
-        async def worker() -> None:
-            for pod in todo:
-                await self._verdict(pod, verdicts)
+        async def check(pod: StuckPod) -> None:
+            await self._verdict(pod, verdicts)
 
-        async with asyncio.TaskGroup() as group:
-            for _ in range(min(max(1, self.checker.options.concurrency), len(pods))):
-                group.create_task(worker())
+        await check_each(self.checker, {_key(p): p for p in pods}.values(), check)
         return verdicts
 
     async def _finish(self, said: _Said, verdicts: Verdicts) -> Outcome:
@@ -206,16 +195,11 @@ class Reaper:
         if pod.reason == "InvalidImageName":
             message = "the kubelet cannot parse it (InvalidImageName)"
             return CheckResult(pod.image, None, Status.INVALID, message)
-        try:
-            ref = parse_reference(pod.image)
-        except InvalidReferenceError as exc:
-            return CheckResult(pod.image, None, Status.INVALID, exc.reason)
         key = _key(pod)
         if key not in verdicts:
             keychain = await self.keychains(pod)
-            deadline = Deadline.after(self.options.deadline)
-            verdicts[key] = await self.checker.check(
-                ref, deadline, image=pod.image, keychain=keychain
+            verdicts[key] = await check_image(
+                self.checker, pod.image, keychain, self.options.deadline
             )
         return verdicts[key]
 
@@ -279,9 +263,8 @@ class _Said:
         return Outcome(self.pod, action, why, self.verdict, self.job, self.cronjob)
 
 
-def _key(pod: StuckPod) -> tuple[str, str, tuple[str, ...]]:
-    """What a verdict depends on: the image, and the secrets (of a namespace) it is read with."""
-    return (pod.image, pod.namespace if pod.pull_secrets else "", pod.pull_secrets)
+def _key(pod: StuckPod) -> VerdictKey:
+    return verdict_key(pod.image, pod.namespace, pod.pull_secrets)
 
 
 def _name(obj: object) -> str:
