@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from imagecheck.cluster._fields import Malformed, now, object_name
 from imagecheck.cluster._gate import (
     COMPONENT,
     Action,
@@ -31,10 +32,9 @@ from imagecheck.cluster._gate import (
     results_for,
 )
 from imagecheck.cluster._images import VerdictKey, Verdicts, check_each, check_image, verdict_key
+from imagecheck.cluster._jobs import MAX_CONFLICT_RETRIES, fail_job, job_skip_reason
 from imagecheck.cluster._model import JOB, POD, Cluster, ClusterError, Conflict
-from imagecheck.cluster._reap import Malformed, job_skip_reason, now
 from imagecheck.cluster._reap_events import Recorder
-from imagecheck.cluster._reap_pass import MAX_CONFLICT_RETRIES, _name, fail_job
 from imagecheck.cluster._secrets import KeychainFor, PodKeychains
 from imagecheck.registry import ImageChecker
 
@@ -208,7 +208,7 @@ def kept_gated(pod: object) -> GatedPod | None:
     try:
         return gated_pod(pod)  # type: ignore[arg-type]
     except Malformed as exc:
-        log.warning("skipping pod %s: %s", _name(pod), exc)
+        log.warning("skipping pod %s: %s", object_name(pod), exc)
         return None
 
 

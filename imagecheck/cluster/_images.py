@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
 from imagecheck._deadline import Deadline
+from imagecheck._text import printable
 from imagecheck.authn import Keychain
 from imagecheck.errors import InvalidReferenceError
 from imagecheck.reference import parse_reference
@@ -22,6 +23,9 @@ from imagecheck.result import CheckResult, Status
 VerdictKey = tuple[str, str, tuple[str, ...]]
 Verdicts = dict[VerdictKey, CheckResult]
 T = TypeVar("T")
+# What one annotation or event message may hold of a registry's words: a registry's error
+# body is remote text (annotations may hold 256 KiB in all; the reason needs a line).
+MAX_REASON = 300
 
 
 def verdict_key(image: str, namespace: str, pull_secrets: tuple[str, ...]) -> VerdictKey:
@@ -56,3 +60,9 @@ async def check_each(
     async with asyncio.TaskGroup() as group:
         for _ in range(min(max(1, checker.options.concurrency), len(items))):
             group.create_task(worker())
+
+
+def reason_text(verdict: Status, image: str, message: str) -> str:
+    """``missing registry.example.com/team/train:1.0.1 (manifest unknown)``, bounded."""
+    said = printable(message, MAX_REASON)
+    return f"{verdict.value} {image}" + (f" ({said})" if said else "")

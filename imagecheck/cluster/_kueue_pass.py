@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from imagecheck.authn import Keychain
+from imagecheck.cluster._fields import Malformed, now, parse_time
 from imagecheck.cluster._images import check_image
 from imagecheck.cluster._kueue import (
     CONTROLLER_NAME,
@@ -46,7 +47,6 @@ from imagecheck.cluster._model import (
     Forbidden,
     Selector,
 )
-from imagecheck.cluster._reap import Malformed, now, parse_time
 from imagecheck.cluster._secrets import KeychainFor, PodKeychains
 from imagecheck.kube import service_account_pull_secrets
 from imagecheck.registry import ImageChecker

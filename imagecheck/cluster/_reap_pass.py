@@ -20,29 +20,24 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from imagecheck.cluster._images import VerdictKey, Verdicts, check_each, check_image, verdict_key
+from imagecheck.cluster._fields import Malformed, Owner, controller, now, object_name
+from imagecheck.cluster._images import (
+    VerdictKey,
+    Verdicts,
+    check_each,
+    check_image,
+    reason_text,
+    verdict_key,
+)
+from imagecheck.cluster._jobs import fail_job, job_skip_reason
 from imagecheck.cluster._model import (
     JOB,
     JSON,
     POD,
     Cluster,
-    Conflict,
     Selector,
 )
-from imagecheck.cluster._reap import (
-    DEFAULT_ACT_ON,
-    Action,
-    Malformed,
-    Outcome,
-    Owner,
-    StuckPod,
-    controller,
-    fail_patch,
-    job_skip_reason,
-    now,
-    reason_text,
-    stuck_pod,
-)
+from imagecheck.cluster._reap import DEFAULT_ACT_ON, Action, Outcome, StuckPod, stuck_pod
 from imagecheck.cluster._reap_events import NO_EVENT_JOB, NO_EVENT_POD, Recorder, pod_ref
 from imagecheck.cluster._secrets import KeychainFor, PodKeychains
 from imagecheck.registry import ImageChecker
@@ -50,8 +45,6 @@ from imagecheck.result import CheckResult, Status
 
 log = logging.getLogger("imagecheck")
 
-# A patch refused because the Job changed is read again and retried this many times.
-MAX_CONFLICT_RETRIES = 3
 MAX_STUCK = 10_000
 
 
@@ -204,45 +197,13 @@ class Reaper:
         return verdicts[key]
 
 
-async def fail_job(
-    cluster: Cluster,
-    job: JSON,
-    namespace: str,
-    owner: Owner,
-    reason: str,
-    clock: Callable[[], float],
-) -> JSON | str:
-    """Patch the Job to fail; a Job that changed meanwhile is read again and judged again.
-    The Job as patched, else why it was left alone."""
-    name = owner.name
-    for _ in range(MAX_CONFLICT_RETRIES + 1):
-        try:
-            job = await cluster.patch(JOB, namespace, name, fail_patch(job, clock(), reason))
-            break
-        except Conflict:
-            fresh = await cluster.get(JOB, namespace, name)
-            if fresh is None:
-                return "its Job is gone"
-            try:
-                skip = job_skip_reason(fresh, owner, clock())
-            except Malformed as exc:
-                return f"its Job is malformed: {exc}"
-            if skip:
-                return skip
-            job = fresh
-    else:
-        return f"its Job changed {MAX_CONFLICT_RETRIES + 1} times while being patched"
-    log.info("failed Job %s/%s: %s", namespace, name, reason)
-    return job
-
-
 def kept_stuck(pod: JSON) -> StuckPod | None:
     """The pod as reap keeps it when it is stuck and not being deleted; None otherwise, and
     for a malformed one (with a log line)."""
     try:
         found = stuck_pod(pod)
     except Malformed as exc:
-        log.warning("skipping pod %s: %s", _name(pod), exc)
+        log.warning("skipping pod %s: %s", object_name(pod), exc)
         return None
     if found is None or pod["metadata"].get("deletionTimestamp"):
         return None
@@ -265,10 +226,3 @@ class _Said:
 
 def _key(pod: StuckPod) -> VerdictKey:
     return verdict_key(pod.image, pod.namespace, pod.pull_secrets)
-
-
-def _name(obj: object) -> str:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    if not isinstance(meta, dict):
-        return "(no metadata)"
-    return f"{meta.get('namespace')}/{meta.get('name')}"
