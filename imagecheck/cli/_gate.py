@@ -12,10 +12,16 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from imagecheck.cli._app import run_async
+from imagecheck.cli._controller import (
+    CHECK_DEADLINE,
+    METRICS_LISTEN,
+    cluster_factory,
+    cluster_options,
+    lease_options,
+)
 from imagecheck.cli._gatekeeper import gatekeeper_for
 from imagecheck.cli._help import exit_codes_help
-from imagecheck.cli._options import registry_options
-from imagecheck.cli._reap import _cluster_factory
+from imagecheck.cli._options import registry_options, stacked
 from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
 from imagecheck.cli._types import Seconds, listen_address
 from imagecheck.errors import UsageError
@@ -35,7 +41,6 @@ GATE_HELP = exit_codes_help(
     precedence=False,
 )
 DURATION_RANGE = (0.0, 7 * 86400.0)
-CHECK_DEADLINE = 60.0  # seconds for one image's check, retries included
 
 
 @click.command(epilog=GATE_HELP)
@@ -67,39 +72,12 @@ CHECK_DEADLINE = 60.0  # seconds for one image's check, retries included
     is_flag=True,
     help="Serve /mutate over plain HTTP (tests only: the API server calls webhooks over HTTPS).",
 )
-@click.option(
-    "--metrics-listen",
-    metavar="HOST:PORT",
-    help="Without --once: serve /metrics (Prometheus) and /healthz here.",
-)
-@click.option(
-    "--leader-elect/--no-leader-elect",
-    default=True,
-    show_default=True,
-    help="Without --once: lift gates only while holding a Lease, so that of several "
-    "replicas one acts (all of them serve /mutate).",
-)
-@click.option(
-    "--lease-name", default="imagecheck-gate", show_default=True, help="The Lease's name."
-)
-@click.option(
-    "--lease-namespace",
-    metavar="NS",
-    help="The Lease's namespace [default: the pod's: $POD_NAMESPACE, else its service account's].",
-)
-@click.option(
-    "--kubeconfig",
-    metavar="PATH",
-    help="kubeconfig file [default: in-cluster, else $KUBECONFIG, ~/.kube/config].",
-)
-@click.option("--context", metavar="NAME", help="kubeconfig context [default: its current one].")
-@click.option(
-    "--resync",
-    type=Seconds(1.0, 86400.0),
-    default=60.0,
-    show_default="1m",
-    metavar="DURATION",
-    help="Without --once: the time between full lists (the watch carries changes between).",
+@stacked(
+    METRICS_LISTEN,
+    *lease_options("imagecheck-gate", acts="lift gates"),
+    *cluster_options(
+        "Without --once: the time between full lists (the watch carries changes between)."
+    ),
 )
 @click.option(
     "-n",
@@ -156,7 +134,7 @@ def gate(
     tls_key: Path | None,
     insecure_http: bool,
     metrics_listen: str | None,
-    leader_elect: bool,
+    leader_elect: bool | None,
     lease_name: str,
     lease_namespace: str | None,
     kubeconfig: str | None,
@@ -193,7 +171,7 @@ def gate(
         namespaces=wanted,
         deadline=CHECK_DEADLINE,
     )
-    factory = _cluster_factory(kubeconfig, context)
+    factory = cluster_factory(kubeconfig, context, "gate")
     echo = _echo_json if output == "json" else _echo_text
     if once:
         run_async(_once(factory, options, settings, echo))
@@ -208,7 +186,7 @@ def gate(
         listen=listen_address(listen),
         tls=(tls_cert, tls_key) if tls_cert and tls_key else None,
         metrics=listen_address(metrics_listen, "--metrics-listen") if metrics_listen else None,
-        lease=(lease_name, lease_namespace) if leader_elect else None,
+        lease=(lease_name, lease_namespace) if leader_elect is not False else None,
         resync=resync,
     )
     run_async(main(factory, options, settings, echo, run))

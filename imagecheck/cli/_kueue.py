@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from imagecheck.cli._app import run_async
-from imagecheck.cli._controller import controller_options, elected
+from imagecheck.cli._controller import CHECK_DEADLINE, cluster_factory, controller_options, elected
 from imagecheck.cli._credentials import read_credentials
 from imagecheck.cli._help import exit_codes_help
 from imagecheck.cli._options import registry_options
-from imagecheck.cli._reap import CHECK_DEADLINE, _cluster_factory
 from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
 from imagecheck.cli._types import Seconds, listen_address
 from imagecheck.errors import UsageError
@@ -118,7 +117,7 @@ def kueue_check(
         raise UsageError("--leader-elect and --metrics-listen are for the loop, not --once")
     listen = listen_address(metrics_listen, "--metrics-listen") if metrics_listen else None
     lease = (lease_name, lease_namespace) if leader_elect is not False and not once else None
-    factory = _cluster_factory(kubeconfig, context, "kueue-check")
+    factory = cluster_factory(kubeconfig, context, "kueue-check")
     echo = _echo_json if output == "json" else _echo_text
     run_async(_main(factory, options, settings, echo, None if once else (resync, lease, listen)))
 
