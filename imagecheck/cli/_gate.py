@@ -21,10 +21,10 @@ from imagecheck.cli._controller import (
 )
 from imagecheck.cli._gatekeeper import gatekeeper_for
 from imagecheck.cli._help import exit_codes_help
+from imagecheck.cli._listen import listen_options, tls_pair
 from imagecheck.cli._options import registry_options, stacked
 from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
 from imagecheck.cli._types import Seconds, listen_address
-from imagecheck.errors import UsageError
 from imagecheck.exitcodes import ExitCode
 
 if TYPE_CHECKING:  # the cluster modules load when gate runs, not for `check`
@@ -50,27 +50,9 @@ DURATION_RANGE = (0.0, 7 * 86400.0)
     help="One pass over the gated pods, then exit. Without it: serve POST /mutate "
     "(adds the gate to new pods) and run the controller that lifts it.",
 )
-@click.option(
-    "--listen",
-    default="0.0.0.0:8443",
-    show_default=True,
-    metavar="HOST:PORT",
-    help="Without --once: where POST /mutate is served.",
-)
-@click.option(
-    "--tls-cert",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="PEM certificate (chain) for --listen; reloaded when the file changes.",
-)
-@click.option(
-    "--tls-key",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="PEM private key; reloaded with the certificate.",
-)
-@click.option(
-    "--insecure-http",
-    is_flag=True,
-    help="Serve /mutate over plain HTTP (tests only: the API server calls webhooks over HTTPS).",
+@listen_options(
+    "Without --once: where POST /mutate is served.",
+    "Serve /mutate over plain HTTP (tests only: the API server calls webhooks over HTTPS).",
 )
 @stacked(
     METRICS_LISTEN,
@@ -178,13 +160,10 @@ def gate(
         return
     from imagecheck.cli._gate_run import RunOptions, main  # noqa: PLC0415
 
-    if (tls_cert is None) != (tls_key is None):
-        raise UsageError("--tls-cert and --tls-key go together")
-    if tls_cert is None and not insecure_http:
-        raise UsageError("gate needs --tls-cert and --tls-key (or --insecure-http for tests)")
+    tls = tls_pair("gate", tls_cert, tls_key, insecure_http)
     run = RunOptions(
         listen=listen_address(listen),
-        tls=(tls_cert, tls_key) if tls_cert and tls_key else None,
+        tls=tls,
         metrics=listen_address(metrics_listen, "--metrics-listen") if metrics_listen else None,
         lease=(lease_name, lease_namespace) if leader_elect is not False else None,
         resync=resync,
