@@ -31,11 +31,11 @@ from imagecheck.cluster._gate import (
     release_ops,
     results_for,
 )
-from imagecheck.cluster._images import VerdictKey, Verdicts, check_each, check_image, verdict_key
+from imagecheck.cluster._images import ImagePass, VerdictKey, Verdicts, check_each, verdict_key
 from imagecheck.cluster._jobs import MAX_CONFLICT_RETRIES, fail_job, job_skip_reason
 from imagecheck.cluster._model import JOB, POD, Cluster, ClusterError, Conflict
 from imagecheck.cluster._reap_events import Recorder
-from imagecheck.cluster._secrets import KeychainFor, PodKeychains
+from imagecheck.cluster._secrets import KeychainFor
 from imagecheck.registry import ImageChecker
 
 log = logging.getLogger("imagecheck")
@@ -47,7 +47,7 @@ RELEASE_REASONS = {
 }
 
 
-class Gatekeeper:
+class Gatekeeper(ImagePass[GateOptions]):
     """Runs passes; one instance per process (it remembers what RBAC refused, and which
     pods were told they are kept, so a re-check does not write the same Event again)."""
 
@@ -60,11 +60,7 @@ class Gatekeeper:
         keychain_for: KeychainFor | None = None,
         clock: Callable[[], float] = now,
     ) -> None:
-        self.cluster = cluster
-        self.checker = checker
-        self.options = options
-        self.clock = clock
-        self.keychains = PodKeychains(cluster, keychain_for)
+        super().__init__(cluster, checker, options, keychain_for=keychain_for, clock=clock)
         self.events = Recorder(cluster, clock, component=COMPONENT)
         self.told: dict[str, str] = {}  # uid -> the kept reason last written as an Event
 
@@ -190,7 +186,7 @@ class Gatekeeper:
         async def check(item: tuple[VerdictKey, tuple[GatedPod, str]]) -> None:
             key, (pod, image) = item
             keychain = await self.keychains(pod)
-            verdicts[key] = await check_image(self.checker, image, keychain, self.options.deadline)
+            verdicts[key] = await self.check(image, keychain)
 
         await check_each(
             self.checker, {_key(p, i): (p, i) for p in pods for i in p.images}.items(), check

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from imagecheck._deadline import Deadline
 from imagecheck._text import printable
 from imagecheck.authn import Keychain
+from imagecheck.cluster._fields import now
+from imagecheck.cluster._model import Cluster
+from imagecheck.cluster._secrets import KeychainFor, PodKeychains
 from imagecheck.errors import InvalidReferenceError
 from imagecheck.reference import parse_reference
 from imagecheck.registry import ImageChecker
@@ -23,9 +26,43 @@ from imagecheck.result import CheckResult, Status
 VerdictKey = tuple[str, str, tuple[str, ...]]
 Verdicts = dict[VerdictKey, CheckResult]
 T = TypeVar("T")
+
+
+class PassOptions(Protocol):
+    @property
+    def deadline(self) -> float:
+        """Seconds for one image's check, retries included."""
+        ...
+
+
+Opts = TypeVar("Opts", bound=PassOptions)
 # What one annotation or event message may hold of a registry's words: a registry's error
 # body is remote text (annotations may hold 256 KiB in all; the reason needs a line).
 MAX_REASON = 300
+
+
+class ImagePass(Generic[Opts]):
+    """What a controller's pass holds: the cluster, the registry checker, its options, its
+    clock, and the keychains of the pods it reads (one instance per process)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        checker: ImageChecker,
+        options: Opts,
+        *,
+        keychain_for: KeychainFor | None = None,
+        clock: Callable[[], float] = now,
+    ) -> None:
+        self.cluster = cluster
+        self.checker = checker
+        self.options = options
+        self.clock = clock
+        self.keychains = PodKeychains(cluster, keychain_for)
+
+    async def check(self, image: str, keychain: Keychain | None) -> CheckResult:
+        """The registry's answer for ``image`` within the options' deadline."""
+        return await check_image(self.checker, image, keychain, self.options.deadline)
 
 
 def verdict_key(image: str, namespace: str, pull_secrets: tuple[str, ...]) -> VerdictKey:

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 from imagecheck.cluster._fields import Malformed, Owner, controller, now, object_name
 from imagecheck.cluster._images import (
+    ImagePass,
     VerdictKey,
     Verdicts,
     check_each,
-    check_image,
     reason_text,
     verdict_key,
 )
@@ -39,7 +39,7 @@ from imagecheck.cluster._model import (
 )
 from imagecheck.cluster._reap import DEFAULT_ACT_ON, Action, Outcome, StuckPod, stuck_pod
 from imagecheck.cluster._reap_events import NO_EVENT_JOB, NO_EVENT_POD, Recorder, pod_ref
-from imagecheck.cluster._secrets import KeychainFor, PodKeychains
+from imagecheck.cluster._secrets import KeychainFor
 from imagecheck.registry import ImageChecker
 from imagecheck.result import CheckResult, Status
 
@@ -61,7 +61,7 @@ class ReapOptions:
     max_stuck: int = MAX_STUCK
 
 
-class Reaper:
+class Reaper(ImagePass[ReapOptions]):
     """Runs passes; one instance per process (it remembers what RBAC refused)."""
 
     def __init__(
@@ -73,11 +73,7 @@ class Reaper:
         keychain_for: KeychainFor | None = None,
         clock: Callable[[], float] = now,
     ) -> None:
-        self.cluster = cluster
-        self.checker = checker
-        self.options = options
-        self.clock = clock
-        self.keychains = PodKeychains(cluster, keychain_for)
+        super().__init__(cluster, checker, options, keychain_for=keychain_for, clock=clock)
         self.events = Recorder(cluster, clock)
 
     async def run_once(self) -> list[Outcome]:
@@ -191,9 +187,7 @@ class Reaper:
         key = _key(pod)
         if key not in verdicts:
             keychain = await self.keychains(pod)
-            verdicts[key] = await check_image(
-                self.checker, pod.image, keychain, self.options.deadline
-            )
+            verdicts[key] = await self.check(pod.image, keychain)
         return verdicts[key]
 
 
