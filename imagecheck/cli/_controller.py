@@ -45,6 +45,15 @@ METRICS_LISTEN = click.option(
 )
 
 
+def lines_options(dry_run_help: str, line: str) -> Decorator:
+    """``--dry-run`` and ``-o/--output`` (text: a line per ``line``; json: an object per line)."""
+    return stacked(
+        click.option("--dry-run", is_flag=True, help=dry_run_help),
+        click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text",
+                     show_default=True, help=f"text: a line per {line}; json: an object per line."),
+    )  # fmt: skip
+
+
 def cluster_options(resync_help: str) -> list[Decorator]:
     """``--kubeconfig``, ``--context``, ``--resync``."""
     return [

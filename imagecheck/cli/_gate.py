@@ -18,6 +18,7 @@ from imagecheck.cli._controller import (
     cluster_factory,
     cluster_options,
     lease_options,
+    lines_options,
 )
 from imagecheck.cli._gatekeeper import gatekeeper_for
 from imagecheck.cli._help import exit_codes_help
@@ -98,15 +99,7 @@ DURATION_RANGE = (0.0, 7 * 86400.0)
     metavar="DURATION",
     help="A pod gated this long is released with a Warning Event, whatever the registry says.",
 )
-@click.option("--dry-run", is_flag=True, help="Say what would be done; write nothing.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text: a line per pod; json: an object per line.",
-)
+@lines_options("Say what would be done; write nothing.", "pod")
 @registry_options
 @with_settings
 def gate(

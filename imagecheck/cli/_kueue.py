@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from imagecheck.cli._app import run_async
-from imagecheck.cli._controller import CHECK_DEADLINE, cluster_factory, controller_options, elected
+from imagecheck.cli._controller import (
+    CHECK_DEADLINE,
+    cluster_factory,
+    controller_options,
+    elected,
+    lines_options,
+)
 from imagecheck.cli._credentials import read_credentials
 from imagecheck.cli._help import exit_codes_help
 from imagecheck.cli._options import registry_options
@@ -66,15 +72,7 @@ WAIT_RANGE = (0.0, 7 * 86400.0)
 )
 @controller_options("imagecheck-kueue", "Without --once: the time between full lists.")
 @click.option("-n", "--namespace", metavar="NS", help="Only this namespace's Workloads.")
-@click.option("--dry-run", is_flag=True, help="Say what would be set; write nothing.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text: a line per check judged; json: an object per line.",
-)
+@lines_options("Say what would be set; write nothing.", "check judged")
 @registry_options
 @with_settings
 def kueue_check(

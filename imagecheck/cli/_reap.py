@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from imagecheck.cli._app import run_async
-from imagecheck.cli._controller import CHECK_DEADLINE, cluster_factory, controller_options
+from imagecheck.cli._controller import (
+    CHECK_DEADLINE,
+    cluster_factory,
+    controller_options,
+    lines_options,
+)
 from imagecheck.cli._help import exit_codes_help
 from imagecheck.cli._options import registry_options
 from imagecheck.cli._reaper import reaper_for
@@ -90,15 +95,7 @@ def act_on(text: str) -> frozenset[Status]:
     is_flag=True,
     help="Also delete stuck pods that no controller owns (bare pods).",
 )
-@click.option("--dry-run", is_flag=True, help="Say what would be done; write nothing.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text: a line per stuck pod; json: an object per line.",
-)
+@lines_options("Say what would be done; write nothing.", "stuck pod")
 @registry_options
 @with_settings
 def reap(
