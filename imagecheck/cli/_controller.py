@@ -14,7 +14,7 @@ from imagecheck.cli._types import Seconds
 from imagecheck.errors import UsageError
 
 if TYPE_CHECKING:
-    from imagecheck.cluster import Cluster
+    from imagecheck.cluster import Cluster, Elector
     from imagecheck.cluster._model import ClusterError
 
 RESYNC_RANGE = (1.0, 86400.0)
@@ -103,26 +103,31 @@ class LeaderHooks(Protocol):
     def api_error(self, error: Exception) -> None: ...
 
 
-async def elected(
-    cluster: Cluster,
-    lease: tuple[str, str | None] | None,
-    hooks: LeaderHooks | None,
-    work: Callable[[], Coroutine[Any, Any, None]],
-) -> None:
-    """``work`` alone (``lease`` None), or while holding the Lease (name, namespace: the
-    pod's when None)."""
+def elector_for(
+    cluster: Cluster, lease: tuple[str, str | None] | None, hooks: LeaderHooks | None
+) -> Elector | None:
+    """The Lease's elector (name, namespace: the pod's when None); None without a lease."""
     from imagecheck.cluster import Elector, LeaseConfig, identity, own_namespace  # noqa: PLC0415
 
     if lease is None:
-        await work()
-        return
+        return None
     config = LeaseConfig(lease[0], lease[1] or own_namespace(), identity())
     on_error: Callable[[ClusterError], None] | None = hooks.api_error if hooks else None
-    elector = Elector(
+    return Elector(
         cluster,
         config,
         on_change=hooks.leading if hooks else None,
         on_round=hooks.beat if hooks else None,
         on_error=on_error,
     )
-    await elector.run(work)
+
+
+async def elected(
+    cluster: Cluster,
+    lease: tuple[str, str | None] | None,
+    hooks: LeaderHooks | None,
+    work: Callable[[], Coroutine[Any, Any, None]],
+) -> None:
+    """``work`` alone (``lease`` None), or while holding the Lease."""
+    elector = elector_for(cluster, lease, hooks)
+    await (elector.run(work) if elector is not None else work())
