@@ -12,13 +12,20 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from imagecheck.cli._app import run_async
+from imagecheck.cli._controller import (
+    CHECK_DEADLINE,
+    METRICS_LISTEN,
+    cluster_factory,
+    cluster_options,
+    lease_options,
+    lines_options,
+)
 from imagecheck.cli._gatekeeper import gatekeeper_for
 from imagecheck.cli._help import exit_codes_help
-from imagecheck.cli._options import registry_options
-from imagecheck.cli._reap import _cluster_factory
+from imagecheck.cli._listen import listen_options, tls_pair
+from imagecheck.cli._options import registry_options, stacked
 from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
 from imagecheck.cli._types import Seconds, listen_address
-from imagecheck.errors import UsageError
 from imagecheck.exitcodes import ExitCode
 
 if TYPE_CHECKING:  # the cluster modules load when gate runs, not for `check`
@@ -35,7 +42,6 @@ GATE_HELP = exit_codes_help(
     precedence=False,
 )
 DURATION_RANGE = (0.0, 7 * 86400.0)
-CHECK_DEADLINE = 60.0  # seconds for one image's check, retries included
 
 
 @click.command(epilog=GATE_HELP)
@@ -45,61 +51,16 @@ CHECK_DEADLINE = 60.0  # seconds for one image's check, retries included
     help="One pass over the gated pods, then exit. Without it: serve POST /mutate "
     "(adds the gate to new pods) and run the controller that lifts it.",
 )
-@click.option(
-    "--listen",
-    default="0.0.0.0:8443",
-    show_default=True,
-    metavar="HOST:PORT",
-    help="Without --once: where POST /mutate is served.",
+@listen_options(
+    "Without --once: where POST /mutate is served.",
+    "Serve /mutate over plain HTTP (tests only: the API server calls webhooks over HTTPS).",
 )
-@click.option(
-    "--tls-cert",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="PEM certificate (chain) for --listen; reloaded when the file changes.",
-)
-@click.option(
-    "--tls-key",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="PEM private key; reloaded with the certificate.",
-)
-@click.option(
-    "--insecure-http",
-    is_flag=True,
-    help="Serve /mutate over plain HTTP (tests only: the API server calls webhooks over HTTPS).",
-)
-@click.option(
-    "--metrics-listen",
-    metavar="HOST:PORT",
-    help="Without --once: serve /metrics (Prometheus) and /healthz here.",
-)
-@click.option(
-    "--leader-elect/--no-leader-elect",
-    default=True,
-    show_default=True,
-    help="Without --once: lift gates only while holding a Lease, so that of several "
-    "replicas one acts (all of them serve /mutate).",
-)
-@click.option(
-    "--lease-name", default="imagecheck-gate", show_default=True, help="The Lease's name."
-)
-@click.option(
-    "--lease-namespace",
-    metavar="NS",
-    help="The Lease's namespace [default: the pod's: $POD_NAMESPACE, else its service account's].",
-)
-@click.option(
-    "--kubeconfig",
-    metavar="PATH",
-    help="kubeconfig file [default: in-cluster, else $KUBECONFIG, ~/.kube/config].",
-)
-@click.option("--context", metavar="NAME", help="kubeconfig context [default: its current one].")
-@click.option(
-    "--resync",
-    type=Seconds(1.0, 86400.0),
-    default=60.0,
-    show_default="1m",
-    metavar="DURATION",
-    help="Without --once: the time between full lists (the watch carries changes between).",
+@stacked(
+    METRICS_LISTEN,
+    *lease_options("imagecheck-gate", acts="lift gates"),
+    *cluster_options(
+        "Without --once: the time between full lists (the watch carries changes between)."
+    ),
 )
 @click.option(
     "-n",
@@ -138,15 +99,7 @@ CHECK_DEADLINE = 60.0  # seconds for one image's check, retries included
     metavar="DURATION",
     help="A pod gated this long is released with a Warning Event, whatever the registry says.",
 )
-@click.option("--dry-run", is_flag=True, help="Say what would be done; write nothing.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text: a line per pod; json: an object per line.",
-)
+@lines_options("Say what would be done; write nothing.", "pod")
 @registry_options
 @with_settings
 def gate(
@@ -156,7 +109,7 @@ def gate(
     tls_key: Path | None,
     insecure_http: bool,
     metrics_listen: str | None,
-    leader_elect: bool,
+    leader_elect: bool | None,
     lease_name: str,
     lease_namespace: str | None,
     kubeconfig: str | None,
@@ -193,22 +146,19 @@ def gate(
         namespaces=wanted,
         deadline=CHECK_DEADLINE,
     )
-    factory = _cluster_factory(kubeconfig, context)
+    factory = cluster_factory(kubeconfig, context, "gate")
     echo = _echo_json if output == "json" else _echo_text
     if once:
         run_async(_once(factory, options, settings, echo))
         return
     from imagecheck.cli._gate_run import RunOptions, main  # noqa: PLC0415
 
-    if (tls_cert is None) != (tls_key is None):
-        raise UsageError("--tls-cert and --tls-key go together")
-    if tls_cert is None and not insecure_http:
-        raise UsageError("gate needs --tls-cert and --tls-key (or --insecure-http for tests)")
+    tls = tls_pair("gate", tls_cert, tls_key, insecure_http)
     run = RunOptions(
         listen=listen_address(listen),
-        tls=(tls_cert, tls_key) if tls_cert and tls_key else None,
+        tls=tls,
         metrics=listen_address(metrics_listen, "--metrics-listen") if metrics_listen else None,
-        lease=(lease_name, lease_namespace) if leader_elect else None,
+        lease=(lease_name, lease_namespace) if leader_elect is not False else None,
         resync=resync,
     )
     run_async(main(factory, options, settings, echo, run))

@@ -69,7 +69,7 @@ async def main(
     echo: Callable[[GateOutcome], None],
     run: RunOptions,
 ) -> None:
-    from imagecheck.cluster import Elector, LeaseConfig, identity, own_namespace  # noqa: PLC0415
+    from imagecheck.cli._controller import elector_for  # noqa: PLC0415
     from imagecheck.cluster._gate_loop import GateLoop  # noqa: PLC0415
     from imagecheck.cluster._gate_metrics import GateMetrics  # noqa: PLC0415
     from imagecheck.cluster._reap_metrics import serve  # noqa: PLC0415
@@ -80,12 +80,7 @@ async def main(
         stack.push_async_callback(cluster.close)
         keeper = await stack.enter_async_context(gatekeeper_for(cluster, options, settings))
         loop = GateLoop(keeper, run.resync, echo, hooks=metrics)
-        elector = None
-        if run.lease is not None:
-            name, namespace = run.lease
-            config = LeaseConfig(name, namespace or own_namespace(), identity())
-            elector = Elector(cluster, config, on_change=metrics.leading, on_round=metrics.beat,
-                              on_error=metrics.api_error)  # fmt: skip
+        elector = elector_for(cluster, run.lease, metrics)
         ready = Readiness(loop, elector, 3 * run.resync + 30)
         if run.metrics is not None:
             runner = await _bound(serve(metrics, *run.metrics), "--metrics-listen", run.metrics)

@@ -12,11 +12,16 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from imagecheck.cli._app import run_async
-from imagecheck.cli._controller import controller_options, elected
+from imagecheck.cli._controller import (
+    CHECK_DEADLINE,
+    cluster_factory,
+    controller_options,
+    elected,
+    lines_options,
+)
 from imagecheck.cli._credentials import read_credentials
 from imagecheck.cli._help import exit_codes_help
 from imagecheck.cli._options import registry_options
-from imagecheck.cli._reap import CHECK_DEADLINE, _cluster_factory
 from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
 from imagecheck.cli._types import Seconds, listen_address
 from imagecheck.errors import UsageError
@@ -67,15 +72,7 @@ WAIT_RANGE = (0.0, 7 * 86400.0)
 )
 @controller_options("imagecheck-kueue", "Without --once: the time between full lists.")
 @click.option("-n", "--namespace", metavar="NS", help="Only this namespace's Workloads.")
-@click.option("--dry-run", is_flag=True, help="Say what would be set; write nothing.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text: a line per check judged; json: an object per line.",
-)
+@lines_options("Say what would be set; write nothing.", "check judged")
 @registry_options
 @with_settings
 def kueue_check(
@@ -118,7 +115,7 @@ def kueue_check(
         raise UsageError("--leader-elect and --metrics-listen are for the loop, not --once")
     listen = listen_address(metrics_listen, "--metrics-listen") if metrics_listen else None
     lease = (lease_name, lease_namespace) if leader_elect is not False and not once else None
-    factory = _cluster_factory(kubeconfig, context, "kueue-check")
+    factory = cluster_factory(kubeconfig, context, "kueue-check")
     echo = _echo_json if output == "json" else _echo_text
     run_async(_main(factory, options, settings, echo, None if once else (resync, lease, listen)))
 

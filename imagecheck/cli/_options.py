@@ -50,6 +50,11 @@ def apply_options(command: Command, options: Sequence[Decorator]) -> Command:
     return command
 
 
+def stacked(*options: Decorator) -> Decorator:
+    """One decorator for ``options``, declared in the order ``--help`` lists them."""
+    return lambda command: apply_options(command, options)
+
+
 def registry_options(command: Command) -> Command:
     """How to reach registries and which credentials to offer: check, scan and serve."""
     options = [

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from imagecheck.cli._app import run_async
-from imagecheck.cli._controller import controller_options
+from imagecheck.cli._controller import (
+    CHECK_DEADLINE,
+    cluster_factory,
+    controller_options,
+    lines_options,
+)
 from imagecheck.cli._help import exit_codes_help
 from imagecheck.cli._options import registry_options
 from imagecheck.cli._reaper import reaper_for
@@ -41,9 +46,6 @@ REAP_HELP = exit_codes_help(
 log = logging.getLogger("imagecheck")
 VERDICTS = {s.value: s for s in (Status.MISSING, Status.INVALID, Status.DENIED, Status.ERROR)}
 GRACE_RANGE = (0.0, 7 * 86400.0)
-CHECK_DEADLINE = 60.0  # seconds for one image's check, retries included
-# Tests (and embedders) may hand the command a ready Cluster: ctx.obj = {CLUSTER: factory}.
-CLUSTER = "imagecheck.cluster"
 
 
 def act_on(text: str) -> frozenset[Status]:
@@ -93,15 +95,7 @@ def act_on(text: str) -> frozenset[Status]:
     is_flag=True,
     help="Also delete stuck pods that no controller owns (bare pods).",
 )
-@click.option("--dry-run", is_flag=True, help="Say what would be done; write nothing.")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="text: a line per stuck pod; json: an object per line.",
-)
+@lines_options("Say what would be done; write nothing.", "stuck pod")
 @registry_options
 @with_settings
 def reap(
@@ -151,7 +145,7 @@ def reap(
         listen = listen_address(metrics_listen, "--metrics-listen") if metrics_listen else None
         lease = (lease_name, lease_namespace) if leader_elect is not False else None
         loop = _reap_loop.LoopOptions(resync, lease, listen)
-    factory = _cluster_factory(kubeconfig, context)
+    factory = cluster_factory(kubeconfig, context, "reap")
     echo = _echo_json if output == "json" else _echo_text
     run_async(_main(factory, reap_options, settings, echo, loop))
 
@@ -187,28 +181,6 @@ async def reap_once(
     for outcome in outcomes:
         echo(outcome)
     return outcomes
-
-
-def _cluster_factory(
-    kubeconfig: str | None, context: str | None, command: str = "reap"
-) -> Callable[[], Any]:
-    """How to reach the cluster: what ``ctx.obj`` offers (tests), else the Kubernetes API
-    through the ``cluster`` extra."""
-    ctx = click.get_current_context()
-    if isinstance(ctx.obj, Mapping) and CLUSTER in ctx.obj:
-        return ctx.obj[CLUSTER]  # type: ignore[no-any-return]
-
-    async def connect() -> Any:
-        try:
-            # Absent without the cluster extra (lightkube).
-            from imagecheck.cluster import KubeCluster  # noqa: PLC0415
-        except ImportError:
-            raise UsageError(
-                f"{command} needs the cluster extra: pip install 'imagecheck[cluster]'"
-            ) from None
-        return await KubeCluster.connect(kubeconfig=kubeconfig, context=context)
-
-    return connect
 
 
 def _echo_text(outcome: Outcome) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from imagecheck.cli._credentials import read_credentials
+from imagecheck.cli._listen import listen_options, tls_pair
 from imagecheck.cli._logs import setup_json_logging
 from imagecheck.cli._options import MAX_TTL, registry_options
 from imagecheck.cli._settings import CheckSettings, require_credentials_host, with_settings
@@ -24,27 +25,9 @@ Exit codes: 0 stopped by SIGTERM/SIGINT; 2 usage error (bad option, certificate,
 
 
 @click.command(epilog=SERVE_HELP)
-@click.option(
-    "--listen",
-    default="0.0.0.0:8443",
-    show_default=True,
-    metavar="HOST:PORT",
-    help="Address to serve on.",
-)
-@click.option(
-    "--tls-cert",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="PEM certificate (chain); reloaded when the file changes.",
-)
-@click.option(
-    "--tls-key",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="PEM private key; reloaded with the certificate.",
-)
-@click.option(
-    "--insecure-http",
-    is_flag=True,
-    help="Serve plain HTTP without --tls-cert/--tls-key (tests only: the API "
+@listen_options(
+    "Address to serve on.",
+    "Serve plain HTTP without --tls-cert/--tls-key (tests only: the API "
     "server only calls webhooks over HTTPS).",
 )
 @click.option(
@@ -155,10 +138,7 @@ def serve(
         ) from None
     require_credentials_host(settings, "serve")
     host, port = listen_address(listen)
-    if (tls_cert is None) != (tls_key is None):
-        raise UsageError("--tls-cert and --tls-key go together")
-    if tls_cert is None and not insecure_http:
-        raise UsageError("serve needs --tls-cert and --tls-key (or --insecure-http for tests)")
+    tls_pair("serve", tls_cert, tls_key, insecure_http)
     client_options = settings.client_options()
     serve_settings = server.ServeSettings(
         host=host,

@@ -32,16 +32,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from imagecheck.cluster._fields import Malformed, Owner, controller, mapping, parse_time, text
+from imagecheck.cluster._images import reason_text
 from imagecheck.cluster._model import GATE, JSON, Selector
-from imagecheck.cluster._reap import (
-    Malformed,
-    Owner,
-    _mapping,
-    _text,
-    controller,
-    parse_time,
-    reason_text,
-)
 from imagecheck.kube import JSON as JSON_TREE
 from imagecheck.kube._workload import containers
 from imagecheck.result import CheckResult, Status
@@ -146,10 +139,10 @@ def gated_pod(pod: JSON) -> GatedPod | None:
     :class:`Malformed` when a field it needs has another shape than the API's."""
     if not isinstance(pod, Mapping):
         raise Malformed("not an object")
-    meta = _mapping(pod, "metadata")
+    meta = mapping(pod, "metadata")
     if GATE not in gate_names(pod) or meta.get("deletionTimestamp"):
         return None
-    spec = _mapping(pod, "spec")
+    spec = mapping(pod, "spec")
     images = [
         slot.image
         for slot in containers(JSON_TREE, {"spec": spec})
@@ -159,8 +152,8 @@ def gated_pod(pod: JSON) -> GatedPod | None:
     if not isinstance(secrets, list):
         raise Malformed("spec.imagePullSecrets is not a list")
     return GatedPod(
-        namespace=_text(meta, "namespace"),
-        name=_text(meta, "name"),
+        namespace=text(meta, "namespace"),
+        name=text(meta, "name"),
         uid=str(meta.get("uid") or ""),
         images=tuple(dict.fromkeys(images)),
         since=parse_time(meta.get("creationTimestamp")),
@@ -173,7 +166,7 @@ def gated_pod(pod: JSON) -> GatedPod | None:
 
 def gate_names(pod: Mapping[str, Any]) -> list[str]:
     """The names in ``spec.schedulingGates``, in order."""
-    gates = _mapping(pod, "spec").get("schedulingGates") or []
+    gates = mapping(pod, "spec").get("schedulingGates") or []
     if not isinstance(gates, list):
         raise Malformed("spec.schedulingGates is not a list")
     return [str(g.get("name")) for g in gates if isinstance(g, Mapping)]
@@ -188,7 +181,7 @@ def release_ops(pod: Mapping[str, Any]) -> list[JSON] | None:
     if GATE not in names:
         return None
     index = names.index(GATE)
-    uid = _mapping(pod, "metadata").get("uid")
+    uid = mapping(pod, "metadata").get("uid")
     return [
         {"op": "test", "path": "/metadata/uid", "value": uid},
         {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": GATE},

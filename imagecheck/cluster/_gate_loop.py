@@ -1,6 +1,7 @@
 """``imagecheck gate`` without ``--once``: a controller over the gated pods, listed then
-watched as ``reap_loop.py`` does it (a full list every ``resync``; a 410 Gone lists again at
-once; an unreachable API is retried after a backoff; a refusal ends the loop).
+watched on the list+watch skeleton (``listwatch.py``: a full list every ``resync``; a 410
+Gone lists again at once; an unreachable API is retried after a backoff; a refusal ends the
+loop).
 
 Nothing is kept but what the cluster says: a restarted controller lists the gated pods and
 goes on (each pod's age is its ``creationTimestamp``, so ``wait`` and the maximum gate age
@@ -16,22 +17,19 @@ the like that stay gated until the image appears), never later than its maximum 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from imagecheck.cluster._gate import GatedPod, GateOutcome
 from imagecheck.cluster._gate_pass import Gatekeeper
-from imagecheck.cluster._model import JSON, POD, Gone, Unreachable
-from imagecheck.cluster._reap_loop import BACKOFF, QUEUE
+from imagecheck.cluster._listwatch import ListWatchLoop
+from imagecheck.cluster._model import JSON, POD, Kind, Selector
 
 log = logging.getLogger("imagecheck")
 
 FAST = (1.0, 10.0)  # seconds: the first re-check within wait, and the longest
 SLOW = (30.0, 300.0)  # after wait: a pod kept until its image appears
-_END: tuple[str, JSON, float] = ("END", {}, 0.0)
 
 
 class GateHooks:
@@ -46,9 +44,11 @@ class GateHooks:
     def outcome(self, outcome: GateOutcome) -> None: ...
 
 
-class GateLoop:
+class GateLoop(ListWatchLoop[str]):
     """Lists, watches, acts. ``tracked``: uid -> gated pod; ``due``: uid -> when (the
     keeper's clock) to check it next; ``tries``: re-checks so far, for the backoff."""
+
+    name = "gate"
 
     def __init__(
         self,
@@ -60,38 +60,23 @@ class GateLoop:
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        super().__init__(keeper.cluster, resync, monotonic=monotonic, sleep=sleep)
         self.keeper = keeper
-        self.resync = resync
         self.echo = echo
         self.hooks = hooks or GateHooks()
         keeper.events.on_api_error = self.hooks.api_error
-        self.monotonic = monotonic
-        self.sleep = sleep
         self.tracked: dict[str, GatedPod] = {}
         self.due: dict[str, float] = {}
         self.tries: dict[str, int] = {}
-        self.seen: dict[str, float] = {}  # uid -> when (monotonic) its first change arrived
+        self.seen: dict[str, float] = {}  # uid -> when (monotonic) its first change was taken
         keeper.lifted = self._lifted
         self.listed_at: float | None = None  # monotonic, the last full list
 
-    async def run(self, lists: int | None = None) -> None:
-        """List and watch, ``lists`` times (None: until cancelled)."""
-        delay = BACKOFF[0]
-        done = 0
-        while lists is None or done < lists:
-            done += 1
-            try:
-                version = await self.relist()
-                delay = BACKOFF[0]
-                await self.follow(version, self.monotonic() + self.resync)
-            except Gone as exc:
-                self.hooks.api_error(exc)
-                log.info("gate: the watch's version is gone (%s); listing again", exc)
-            except Unreachable as exc:
-                self.hooks.api_error(exc)
-                log.warning("gate: %s; listing again in %gs", exc, delay)
-                await self.sleep(delay)
-                delay = min(delay * 2, BACKOFF[1])
+    def api_error(self, error: Exception) -> None:
+        self.hooks.api_error(error)
+
+    def selector(self, kind: Kind) -> Selector:
+        return self.keeper.options.selector
 
     async def relist(self) -> str:
         """The gated pods listed afresh (each due at once), and acted on."""
@@ -110,38 +95,13 @@ class GateLoop:
     async def follow(self, version: str, until: float) -> None:
         """Apply the watch's changes from ``version`` until ``until`` (monotonic), acting on
         each pod when it is due."""
-        queue: asyncio.Queue[tuple[str, JSON, float] | BaseException] = asyncio.Queue(QUEUE)
-        pump = asyncio.create_task(self._pump(version, queue))
-        try:
-            while (left := until - self.monotonic()) > 0:
-                item: tuple[str, JSON, float] | BaseException | None = None
-                with contextlib.suppress(TimeoutError):
-                    item = await asyncio.wait_for(queue.get(), min(left, self._next_due()))
-                if isinstance(item, BaseException):
-                    raise item
-                if item is not None and item is not _END:
-                    self.apply(*item)
-                await self.act_on_due()
-        finally:
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
+        await self.watch({POD: version}, until)
 
-    async def _pump(self, version: str, queue: asyncio.Queue[Any]) -> None:
-        selector = self.keeper.options.selector
-        try:
-            async with contextlib.aclosing(
-                self.keeper.cluster.watch(POD, selector, version)  # type: ignore[type-var]
-            ) as changes:
-                async for change, pod in changes:
-                    await queue.put((change, pod, self.monotonic()))
-            await queue.put(_END)
-        except (Gone, Unreachable) as exc:
-            await queue.put(exc)
+    async def changed(self, kind: Kind, change: str, obj: JSON) -> None:
+        self.apply(change, obj)
 
-    def apply(self, change: str, pod: JSON, arrived: float | None = None) -> None:
-        """One change: a gated pod tracked (due at once when new), any other dropped.
-        ``arrived``: when (monotonic) the watch handed it over; None: now."""
+    def apply(self, change: str, pod: JSON) -> None:
+        """One change: a gated pod tracked (due at once when new), any other dropped."""
         uid = str((pod.get("metadata") or {}).get("uid") or "")
         found = self.keeper.kept(pod) if change != "DELETED" else None
         key = uid or (found.path if found else "")
@@ -152,7 +112,7 @@ class GateLoop:
         elif len(self.tracked) < self.keeper.options.max_tracked:
             self.tracked[key] = found
             self.due[key] = self.keeper.clock()
-            self.seen[key] = self.monotonic() if arrived is None else arrived
+            self.seen[key] = self.monotonic()
         self.hooks.gated(self.tracked, self.keeper.clock())
 
     def _drop(self, key: str) -> None:
@@ -160,6 +120,15 @@ class GateLoop:
         self.due.pop(key, None)
         self.tries.pop(key, None)
         self.seen.pop(key, None)
+
+    def _lifted(self, pod: GatedPod, sent: float) -> None:
+        """A debug line with the controller's own share of a pod's wait: from its change being
+        taken off the watch to the patch that lifted the gate being sent (what the latency
+        benchmark reads; the API's and the scheduler's shares are not the controller's)."""
+        seen = self.seen.get(pod.uid or pod.path)
+        if seen is not None:
+            log.debug("gate: pod %s: gate lifted by a patch sent %.3f ms after its change "
+                      "arrived", pod.path, (sent - seen) * 1000)  # fmt: skip
 
     async def act_on_due(self) -> None:
         now = self.keeper.clock()
@@ -175,15 +144,6 @@ class GateLoop:
             else:
                 self.due[key] = self._next_check(key, pod, now)
         self.hooks.gated(self.tracked, self.keeper.clock())
-
-    def _lifted(self, pod: GatedPod, sent: float) -> None:
-        """A debug line with the controller's own share of a pod's wait: from its change
-        arriving to the patch that lifted the gate being sent (what the latency benchmark
-        reads; the API's and the scheduler's shares are not the controller's to measure)."""
-        seen = self.seen.get(pod.uid or pod.path)
-        if seen is not None:
-            log.debug("gate: pod %s: gate lifted by a patch sent %.3f ms after its change "
-                      "arrived", pod.path, (sent - seen) * 1000)  # fmt: skip
 
     def _next_check(self, key: str, pod: GatedPod, now: float) -> float:
         tries = self.tries[key] = self.tries.get(key, 0) + 1

@@ -15,12 +15,11 @@ Writes, and how each stays safe when something else changes the pod or its Job m
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
 
-from imagecheck._deadline import Deadline
+from imagecheck.cluster._fields import Malformed, now, object_name
 from imagecheck.cluster._gate import (
     COMPONENT,
     Action,
@@ -33,20 +32,15 @@ from imagecheck.cluster._gate import (
     release_ops,
     results_for,
 )
+from imagecheck.cluster._images import ImagePass, VerdictKey, Verdicts, check_each, verdict_key
+from imagecheck.cluster._jobs import MAX_CONFLICT_RETRIES, fail_job, job_skip_reason
 from imagecheck.cluster._model import JOB, POD, Cluster, ClusterError, Conflict
-from imagecheck.cluster._reap import Malformed, job_skip_reason, now
 from imagecheck.cluster._reap_events import Recorder
-from imagecheck.cluster._reap_pass import MAX_CONFLICT_RETRIES, _name, fail_job
-from imagecheck.cluster._secrets import KeychainFor, PodKeychains
-from imagecheck.errors import InvalidReferenceError
-from imagecheck.reference import parse_reference
+from imagecheck.cluster._secrets import KeychainFor
 from imagecheck.registry import ImageChecker
-from imagecheck.result import CheckResult, Status
 
 log = logging.getLogger("imagecheck")
 
-# A pass's registry answers: by image, and the namespace and names of its pull secrets.
-Verdicts = dict[tuple[str, str, tuple[str, ...]], CheckResult]
 RELEASE_REASONS = {
     Action.RELEASED: "ImagesFound",
     Action.RELEASED_ON_ERROR: "ImageCheckFailed",
@@ -54,7 +48,7 @@ RELEASE_REASONS = {
 }
 
 
-class Gatekeeper:
+class Gatekeeper(ImagePass[GateOptions]):
     """Runs passes; one instance per process (it remembers what RBAC refused, and which
     pods were told they are kept, so a re-check does not write the same Event again)."""
 
@@ -67,11 +61,7 @@ class Gatekeeper:
         keychain_for: KeychainFor | None = None,
         clock: Callable[[], float] = now,
     ) -> None:
-        self.cluster = cluster
-        self.checker = checker
-        self.options = options
-        self.clock = clock
-        self.keychains = PodKeychains(cluster, keychain_for)
+        super().__init__(cluster, checker, options, keychain_for=keychain_for, clock=clock)
         self.events = Recorder(cluster, clock, component=COMPONENT)
         self.told: dict[str, str] = {}  # uid -> the kept reason last written as an Event
         # Told when (monotonic) the patch that lifted a pod's gate was sent (the loop logs it).
@@ -195,29 +185,18 @@ class Gatekeeper:
         await self.events.event(POD, _ref(pod), f"kept gated by imagecheck: {decision.why}")
 
     async def _verdicts(self, pods: Sequence[GatedPod]) -> Verdicts:
-        """The registry's answers, each distinct image (and pull secrets) once, by as many
-        workers as the checker's concurrency."""
+        """The registry's answers, each distinct image (and pull secrets) once."""
         verdicts: Verdicts = {}
-        todo = iter({_key(p, i): (p, i) for p in pods for i in p.images}.items())
 
-        async def worker() -> None:
-            for key, (pod, image) in todo:
-                verdicts[key] = await self._verdict(pod, image)
+        async def check(item: tuple[VerdictKey, tuple[GatedPod, str]]) -> None:
+            key, (pod, image) = item
+            keychain = await self.keychains(pod)
+            verdicts[key] = await self.check(image, keychain)
 
-        workers = min(max(1, self.checker.options.concurrency), sum(len(p.images) for p in pods))
-        async with asyncio.TaskGroup() as group:
-            for _ in range(workers):
-                group.create_task(worker())
+        await check_each(
+            self.checker, {_key(p, i): (p, i) for p in pods for i in p.images}.items(), check
+        )
         return verdicts
-
-    async def _verdict(self, pod: GatedPod, image: str) -> CheckResult:
-        try:
-            ref = parse_reference(image)
-        except InvalidReferenceError as exc:
-            return CheckResult(image, None, Status.INVALID, exc.reason)
-        keychain = await self.keychains(pod)
-        deadline = Deadline.after(self.options.deadline)
-        return await self.checker.check(ref, deadline, image=image, keychain=keychain)
 
 
 class _NotDone(Exception):
@@ -230,13 +209,12 @@ def kept_gated(pod: object) -> GatedPod | None:
     try:
         return gated_pod(pod)  # type: ignore[arg-type]
     except Malformed as exc:
-        log.warning("skipping pod %s: %s", _name(pod), exc)
+        log.warning("skipping pod %s: %s", object_name(pod), exc)
         return None
 
 
-def _key(pod: GatedPod, image: str) -> tuple[str, str, tuple[str, ...]]:
-    """What a verdict depends on: the image, and the secrets (of a namespace) it is read with."""
-    return (image, pod.namespace if pod.pull_secrets else "", pod.pull_secrets)
+def _key(pod: GatedPod, image: str) -> VerdictKey:
+    return verdict_key(image, pod.namespace, pod.pull_secrets)
 
 
 def _ref(pod: GatedPod) -> dict[str, object]:

@@ -1,5 +1,5 @@
 """``imagecheck kueue-check`` without ``--once``: a controller over AdmissionChecks and
-Workloads, listed then watched as ``reap``'s loop does (client-go's informer pattern):
+Workloads, on the list+watch skeleton (``listwatch.py``, client-go's informer pattern):
 
 1. list our AdmissionChecks (each made Active) and the Workloads, judging every one that
    waits on one of ours: a full pass, as ``--once`` runs;
@@ -10,33 +10,27 @@ Workloads, listed then watched as ``reap``'s loop does (client-go's informer pat
 3. every ``resync`` seconds, list again and start over (a restart does the same: nothing is
    kept but a few strings per Workload in Retry, at most ``max_tracked``).
 
-410 Gone lists again at once; an unreachable API after a backoff; a refusal (403) ends the
-loop with its message.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from prometheus_client import Counter, Gauge
 
 from imagecheck.cluster._kueue import State, ours
 from imagecheck.cluster._kueue_pass import KueueChecker, Outcome
+from imagecheck.cluster._listwatch import ListWatchLoop
 from imagecheck.cluster._model import (
     ADMISSION_CHECK,
     JSON,
     WORKLOAD,
-    Gone,
     Kind,
     Selector,
-    Unreachable,
 )
-from imagecheck.cluster._reap_loop import BACKOFF, QUEUE
 from imagecheck.cluster._reap_metrics import ControllerMetrics
 
 log = logging.getLogger("imagecheck")
@@ -67,9 +61,11 @@ class KueueMetrics(ControllerMetrics):
             self.states.labels(outcome.state, outcome.verdict.value).inc()
 
 
-class KueueLoop:
+class KueueLoop(ListWatchLoop[dict[Kind, str]]):
     """Lists, watches, judges. ``due``: (namespace, name) -> (monotonic time of the next
     check, rechecks so far) for the Workloads in Retry."""
+
+    name = "kueue-check"
 
     def __init__(
         self,
@@ -81,26 +77,16 @@ class KueueLoop:
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        self.judge, self.resync, self.echo, self.metrics = judge, resync, echo, metrics
-        self.monotonic, self.sleep = monotonic, sleep
+        super().__init__(judge.cluster, resync, monotonic=monotonic, sleep=sleep)
+        self.judge, self.echo, self.metrics = judge, echo, metrics
         self.due: dict[tuple[str, str], tuple[float, int]] = {}
 
-    async def run(self, lists: int | None = None) -> None:
-        """List and watch, ``lists`` times (None: until cancelled)."""
-        delay, done = BACKOFF[0], 0
-        while lists is None or done < lists:
-            done += 1
-            try:
-                versions = await self.relist()
-                delay = BACKOFF[0]
-                await self.follow(versions, self.monotonic() + self.resync)
-            except (Gone, Unreachable) as exc:
-                if self.metrics:
-                    self.metrics.api_error(exc)
-                wait = 0.0 if isinstance(exc, Gone) else delay
-                log.warning("kueue-check: %s; listing again in %gs", exc, wait)
-                await self.sleep(wait)
-                delay = delay if isinstance(exc, Gone) else min(delay * 2, BACKOFF[1])
+    def api_error(self, error: Exception) -> None:
+        if self.metrics:
+            self.metrics.api_error(error)
+
+    def selector(self, kind: Kind) -> Selector:
+        return self._selector() if kind is WORKLOAD else Selector()
 
     async def relist(self) -> dict[Kind, str]:
         """A full pass; the lists' resourceVersions, to watch from."""
@@ -115,34 +101,10 @@ class KueueLoop:
 
     async def follow(self, versions: dict[Kind, str], until: float) -> None:
         """Apply both watches' changes until ``until`` (monotonic), rechecking what is due."""
-        queue: asyncio.Queue[tuple[Kind, str, JSON] | BaseException] = asyncio.Queue(QUEUE)
-        pumps = [asyncio.create_task(self._pump(k, v, queue)) for k, v in versions.items()]
-        try:
-            while (left := until - self.monotonic()) > 0:
-                item: tuple[Kind, str, JSON] | BaseException | None = None
-                with contextlib.suppress(TimeoutError):
-                    item = await asyncio.wait_for(queue.get(), min(left, self._next_due()))
-                if isinstance(item, BaseException):
-                    raise item
-                if item is not None:
-                    await self.apply(*item)
-                await self.recheck_due()
-        finally:
-            for pump in pumps:
-                pump.cancel()
-            for pump in pumps:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pump
+        await self.watch(versions, until)
 
-    async def _pump(self, kind: Kind, version: str, queue: asyncio.Queue[Any]) -> None:
-        selector = self._selector() if kind is WORKLOAD else Selector()
-        try:
-            watch = self.judge.cluster.watch(kind, selector, version)
-            async with contextlib.aclosing(watch) as changes:  # type: ignore[type-var]
-                async for change, obj in changes:
-                    await queue.put((kind, change, obj))
-        except (Gone, Unreachable) as exc:
-            await queue.put(exc)
+    async def changed(self, kind: Kind, change: str, obj: JSON) -> None:
+        await self.apply(kind, change, obj)
 
     async def apply(self, kind: Kind, change: str, obj: JSON) -> None:
         if kind is ADMISSION_CHECK:
@@ -158,7 +120,8 @@ class KueueLoop:
         elif key not in self.due:  # one in Retry waits for its recheck
             await self._workload(obj)
 
-    async def recheck_due(self) -> None:
+    async def act_on_due(self) -> None:
+        """Read again, and judge again, the Workloads in Retry whose recheck is due."""
         now = self.monotonic()
         for key in [k for k, (at, _) in self.due.items() if at <= now]:
             workload = await self.judge.cluster.get(WORKLOAD, *key)

@@ -21,8 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from imagecheck._deadline import Deadline
 from imagecheck.authn import Keychain
+from imagecheck.cluster._fields import Malformed, now, parse_time
+from imagecheck.cluster._images import ImagePass
 from imagecheck.cluster._kueue import (
     CONTROLLER_NAME,
     Decision,
@@ -46,11 +47,8 @@ from imagecheck.cluster._model import (
     Forbidden,
     Selector,
 )
-from imagecheck.cluster._reap import Malformed, now, parse_time
-from imagecheck.cluster._secrets import KeychainFor, PodKeychains
-from imagecheck.errors import InvalidReferenceError
+from imagecheck.cluster._secrets import KeychainFor
 from imagecheck.kube import service_account_pull_secrets
-from imagecheck.reference import parse_reference
 from imagecheck.registry import ImageChecker
 from imagecheck.result import CheckResult, Status
 
@@ -104,7 +102,7 @@ class Outcome:
         )
 
 
-class KueueChecker:
+class KueueChecker(ImagePass[KueueOptions]):
     """Runs passes; one per process (it keeps first looks, and what RBAC refused)."""
 
     def __init__(
@@ -116,11 +114,7 @@ class KueueChecker:
         keychain_for: KeychainFor | None = None,
         clock: Callable[[], float] = now,
     ) -> None:
-        self.cluster = cluster
-        self.checker = checker
-        self.options = options
-        self.clock = clock
-        self.keychains = PodKeychains(cluster, keychain_for)
+        super().__init__(cluster, checker, options, keychain_for=keychain_for, clock=clock)
         self.checks: set[str] = set()  # our AdmissionChecks' names
         self.first_look: dict[tuple[str, str], float] = {}
         self.account_refused = False
@@ -229,7 +223,7 @@ class KueueChecker:
                 if keychain is None and secrets:
                     where = f"workload {workload['metadata']['name']} pod set {pod_set.name}"
                     keychain = await self.keychains.for_secrets(namespace, secrets, where)
-                done[(image, secrets)] = await self._check(image, keychain)
+                done[(image, secrets)] = await self.check(image, keychain)
         return list(done.values())
 
     async def _secret_names(self, namespace: str, pod_set: PodSet) -> tuple[str, ...]:
@@ -243,14 +237,6 @@ class KueueChecker:
             log.warning("%s: ServiceAccounts' pull secrets are not used", exc)
             return ()
         return tuple(service_account_pull_secrets(account)) if account else ()
-
-    async def _check(self, image: str, keychain: Keychain | None) -> CheckResult:
-        try:
-            ref = parse_reference(image)
-        except InvalidReferenceError as exc:
-            return CheckResult(image, None, Status.INVALID, exc.reason)
-        deadline = Deadline.after(self.options.deadline)
-        return await self.checker.check(ref, deadline, image=image, keychain=keychain)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from imagecheck.cluster._jobs import REAPED
 from imagecheck.cluster._model import (
     EVENT,
     JOB,
@@ -25,7 +26,7 @@ from imagecheck.cluster._model import (
     Forbidden,
     Kind,
 )
-from imagecheck.cluster._reap import COMPONENT, EVENT_REASON, REAPED, StuckPod, event
+from imagecheck.cluster._reap import COMPONENT, EVENT_REASON, StuckPod, event
 
 log = logging.getLogger("imagecheck")
 

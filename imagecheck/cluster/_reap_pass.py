@@ -16,48 +16,36 @@ credentials or an outage, which a Job should outlive).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from imagecheck._deadline import Deadline
+from imagecheck.cluster._fields import Malformed, Owner, controller, now, object_name
+from imagecheck.cluster._images import (
+    ImagePass,
+    VerdictKey,
+    Verdicts,
+    check_each,
+    reason_text,
+    verdict_key,
+)
+from imagecheck.cluster._jobs import fail_job, job_skip_reason
 from imagecheck.cluster._model import (
     JOB,
     JSON,
     POD,
     Cluster,
-    Conflict,
     Selector,
 )
-from imagecheck.cluster._reap import (
-    DEFAULT_ACT_ON,
-    Action,
-    Malformed,
-    Outcome,
-    Owner,
-    StuckPod,
-    controller,
-    fail_patch,
-    job_skip_reason,
-    now,
-    reason_text,
-    stuck_pod,
-)
+from imagecheck.cluster._reap import DEFAULT_ACT_ON, Action, Outcome, StuckPod, stuck_pod
 from imagecheck.cluster._reap_events import NO_EVENT_JOB, NO_EVENT_POD, Recorder, pod_ref
-from imagecheck.cluster._secrets import KeychainFor, PodKeychains
-from imagecheck.errors import InvalidReferenceError
-from imagecheck.reference import parse_reference
+from imagecheck.cluster._secrets import KeychainFor
 from imagecheck.registry import ImageChecker
 from imagecheck.result import CheckResult, Status
 
 log = logging.getLogger("imagecheck")
 
-# A patch refused because the Job changed is read again and retried this many times.
-MAX_CONFLICT_RETRIES = 3
 MAX_STUCK = 10_000
-# A pass's registry answers: by image, and the namespace and names of its pull secrets.
-Verdicts = dict[tuple[str, str, tuple[str, ...]], CheckResult]
 
 
 @dataclass(frozen=True)
@@ -73,7 +61,7 @@ class ReapOptions:
     max_stuck: int = MAX_STUCK
 
 
-class Reaper:
+class Reaper(ImagePass[ReapOptions]):
     """Runs passes; one instance per process (it remembers what RBAC refused)."""
 
     def __init__(
@@ -85,11 +73,7 @@ class Reaper:
         keychain_for: KeychainFor | None = None,
         clock: Callable[[], float] = now,
     ) -> None:
-        self.cluster = cluster
-        self.checker = checker
-        self.options = options
-        self.clock = clock
-        self.keychains = PodKeychains(cluster, keychain_for)
+        super().__init__(cluster, checker, options, keychain_for=keychain_for, clock=clock)
         self.events = Recorder(cluster, clock)
 
     async def run_once(self) -> list[Outcome]:
@@ -153,19 +137,13 @@ class Reaper:
         return said(Action.SKIPPED, skip) if skip else said
 
     async def _verdicts(self, pods: Sequence[StuckPod]) -> Verdicts:
-        """The registry's answers for ``pods``, each distinct image (and pull secrets) once,
-        by as many workers as the checker's concurrency: a pass of 200 stuck pods on 50
-        images waits for the slowest registry, not for the sum of them."""
+        """The registry's answers for ``pods``, each distinct image (and pull secrets) once."""
         verdicts: Verdicts = {}
-        todo = iter({_key(p): p for p in pods}.values())
 
-        async def worker() -> None:
-            for pod in todo:
-                await self._verdict(pod, verdicts)
+        async def check(pod: StuckPod) -> None:
+            await self._verdict(pod, verdicts)
 
-        async with asyncio.TaskGroup() as group:
-            for _ in range(min(max(1, self.checker.options.concurrency), len(pods))):
-                group.create_task(worker())
+        await check_each(self.checker, {_key(p): p for p in pods}.values(), check)
         return verdicts
 
     async def _finish(self, said: _Said, verdicts: Verdicts) -> Outcome:
@@ -206,50 +184,11 @@ class Reaper:
         if pod.reason == "InvalidImageName":
             message = "the kubelet cannot parse it (InvalidImageName)"
             return CheckResult(pod.image, None, Status.INVALID, message)
-        try:
-            ref = parse_reference(pod.image)
-        except InvalidReferenceError as exc:
-            return CheckResult(pod.image, None, Status.INVALID, exc.reason)
         key = _key(pod)
         if key not in verdicts:
             keychain = await self.keychains(pod)
-            deadline = Deadline.after(self.options.deadline)
-            verdicts[key] = await self.checker.check(
-                ref, deadline, image=pod.image, keychain=keychain
-            )
+            verdicts[key] = await self.check(pod.image, keychain)
         return verdicts[key]
-
-
-async def fail_job(
-    cluster: Cluster,
-    job: JSON,
-    namespace: str,
-    owner: Owner,
-    reason: str,
-    clock: Callable[[], float],
-) -> JSON | str:
-    """Patch the Job to fail; a Job that changed meanwhile is read again and judged again.
-    The Job as patched, else why it was left alone."""
-    name = owner.name
-    for _ in range(MAX_CONFLICT_RETRIES + 1):
-        try:
-            job = await cluster.patch(JOB, namespace, name, fail_patch(job, clock(), reason))
-            break
-        except Conflict:
-            fresh = await cluster.get(JOB, namespace, name)
-            if fresh is None:
-                return "its Job is gone"
-            try:
-                skip = job_skip_reason(fresh, owner, clock())
-            except Malformed as exc:
-                return f"its Job is malformed: {exc}"
-            if skip:
-                return skip
-            job = fresh
-    else:
-        return f"its Job changed {MAX_CONFLICT_RETRIES + 1} times while being patched"
-    log.info("failed Job %s/%s: %s", namespace, name, reason)
-    return job
 
 
 def kept_stuck(pod: JSON) -> StuckPod | None:
@@ -258,7 +197,7 @@ def kept_stuck(pod: JSON) -> StuckPod | None:
     try:
         found = stuck_pod(pod)
     except Malformed as exc:
-        log.warning("skipping pod %s: %s", _name(pod), exc)
+        log.warning("skipping pod %s: %s", object_name(pod), exc)
         return None
     if found is None or pod["metadata"].get("deletionTimestamp"):
         return None
@@ -279,13 +218,5 @@ class _Said:
         return Outcome(self.pod, action, why, self.verdict, self.job, self.cronjob)
 
 
-def _key(pod: StuckPod) -> tuple[str, str, tuple[str, ...]]:
-    """What a verdict depends on: the image, and the secrets (of a namespace) it is read with."""
-    return (pod.image, pod.namespace if pod.pull_secrets else "", pod.pull_secrets)
-
-
-def _name(obj: object) -> str:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    if not isinstance(meta, dict):
-        return "(no metadata)"
-    return f"{meta.get('namespace')}/{meta.get('name')}"
+def _key(pod: StuckPod) -> VerdictKey:
+    return verdict_key(pod.image, pod.namespace, pod.pull_secrets)

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
+from imagecheck.cluster._jobs import REAPED
 from imagecheck.cluster._model import GATE
-from imagecheck.cluster._reap import REAPED
 from tests.integration.test_gate_e2e import NS, gated_job, stored
 from tests.support.endpoint import RegistryEndpoint
 from tests.support.images import push_image

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from imagecheck.cluster._jobs import REAPED
 from imagecheck.cluster._model import GATE
-from imagecheck.cluster._reap import REAPED
 from tests.support.endpoint import RegistryEndpoint
 from tests.support.kubeapi import KubeAPI
 from tests.support.kubeapi import objects as k8s

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from click.testing import Result
 
-from imagecheck.cluster._reap import REAPED
+from imagecheck.cluster._jobs import REAPED
 from tests.support.endpoint import RegistryEndpoint
 from tests.support.kubeapi import KubeAPI, Write
 from tests.support.kubeapi import objects as k8s

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from imagecheck.cluster._fields import Malformed, parse_time
 from imagecheck.cluster._gate import (
     Action,
     GateOptions,
@@ -15,7 +16,6 @@ from imagecheck.cluster._gate import (
     release_ops,
 )
 from imagecheck.cluster._model import GATE
-from imagecheck.cluster._reap import Malformed, parse_time
 from imagecheck.result import CheckResult, Status
 from tests.support import jsonpatch
 

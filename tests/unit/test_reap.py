@@ -10,8 +10,9 @@ import logging
 import httpx
 import pytest
 
+from imagecheck.cluster._jobs import REAPED
 from imagecheck.cluster._model import JOB, POD, SECRET
-from imagecheck.cluster._reap import REAPED, Action
+from imagecheck.cluster._reap import Action
 from imagecheck.result import Status
 from tests.support.reapcase import (
     DENIED,

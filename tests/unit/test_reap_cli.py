@@ -13,7 +13,7 @@ import respx
 from click.testing import CliRunner, Result
 
 from imagecheck.cli import cli
-from imagecheck.cli._reap import CLUSTER
+from imagecheck.cli._controller import CLUSTER
 from imagecheck.cli._reap_loop import reap_loop
 from imagecheck.cli._settings import start_run
 from imagecheck.cluster import Outcome, ReapOptions, Selector

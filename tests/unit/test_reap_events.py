@@ -13,8 +13,9 @@ import httpx
 import pytest
 
 from imagecheck.cluster import Reaper, ReapLoop, ReapMetrics, ReapOptions
+from imagecheck.cluster._jobs import REAPED
 from imagecheck.cluster._model import JOB, JSON, POD, Kind, Unreachable
-from imagecheck.cluster._reap import REAPED, Action
+from imagecheck.cluster._reap import Action
 from imagecheck.registry import ClientOptions, ImageChecker
 from tests.support.fakecluster import FakeCluster, Write
 from tests.support.reapcase import NOW, Setup, job, pod

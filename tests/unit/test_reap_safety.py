@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 from imagecheck.cluster import Selector
+from imagecheck.cluster._fields import Malformed
+from imagecheck.cluster._jobs import REAPED
 from imagecheck.cluster._model import JOB, POD, Forbidden, Kind
-from imagecheck.cluster._reap import REAPED, Action, Malformed, stuck_pod
+from imagecheck.cluster._reap import Action, stuck_pod
 from tests.support.fakecluster import FakeCluster
 from tests.support.reapcase import (
     Setup,
