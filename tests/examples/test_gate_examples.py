@@ -176,7 +176,8 @@ def test_the_controller_runs_the_gate_with_leader_election() -> None:
     for key, value in HARDENED.items():
         assert (container.get("securityContext") or {}).get(key) == value, key
     assert not params["once"] and not params["dry_run"] and not params["insecure_http"]
-    assert deployment["spec"]["replicas"] == 2 and params["leader_elect"] is True
+    # None is the default, which is on: only --no-leader-elect turns it off
+    assert deployment["spec"]["replicas"] == 2 and params["leader_elect"] is not False
     # The Lease's namespace is the pod's own (POD_NAMESPACE), where the lease Role grants.
     env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}) for e in container["env"]}
     assert env["POD_NAMESPACE"] == {"fieldPath": "metadata.namespace"}
