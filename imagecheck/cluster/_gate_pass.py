@@ -15,10 +15,12 @@ Writes, and how each stays safe when something else changes the pod or its Job m
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
 
+from imagecheck._expiring import MISS, Expiring
 from imagecheck.cluster._fields import Malformed, now, object_name
 from imagecheck.cluster._gate import (
     COMPONENT,
@@ -38,9 +40,16 @@ from imagecheck.cluster._model import JOB, POD, Cluster, ClusterError, Conflict
 from imagecheck.cluster._reap_events import Recorder
 from imagecheck.cluster._secrets import KeychainFor
 from imagecheck.registry import ImageChecker
+from imagecheck.result import CheckResult, Status
 
 log = logging.getLogger("imagecheck")
 
+# A found image is taken as found for this long: the pods of one rollout, or a burst, are
+# released on one registry request. (A missing image is asked again each time: it may land.)
+FOUND_TTL = 30.0
+MAX_FOUND = 4096
+# Pods acted on at once: each is a few API calls (a read, the patch, an Event).
+API_CONCURRENCY = 16
 RELEASE_REASONS = {
     Action.RELEASED: "ImagesFound",
     Action.RELEASED_ON_ERROR: "ImageCheckFailed",
@@ -64,6 +73,9 @@ class Gatekeeper(ImagePass[GateOptions]):
         super().__init__(cluster, checker, options, keychain_for=keychain_for, clock=clock)
         self.events = Recorder(cluster, clock, component=COMPONENT)
         self.told: dict[str, str] = {}  # uid -> the kept reason last written as an Event
+        # Images found lately, by (image, pull secrets): the pods of one rollout or burst cost
+        # one registry request, not one each.
+        self.found: Expiring[VerdictKey, CheckResult] = Expiring(MAX_FOUND)
         # Told when (monotonic) the patch that lifted a pod's gate was sent (the loop logs it).
         self.lifted: Callable[[GatedPod, float], None] = lambda pod, sent: None
 
@@ -95,13 +107,18 @@ class Gatekeeper(ImagePass[GateOptions]):
         now_ = self.clock()
         asking = [p for p in pods if now_ - p.since < self.options.max_gate_age]
         verdicts = await self._verdicts(asking)
-        outcomes = []
-        for pod in pods:
+        acting = asyncio.Semaphore(API_CONCURRENCY)
+
+        async def outcome(pod: GatedPod) -> GateOutcome:
             results = results_for(pod, {i: verdicts[_key(pod, i)] for i in pod.images
                                         if _key(pod, i) in verdicts})  # fmt: skip
             decision = decide(pod, results, self.clock(), self.options)
-            outcomes.append(await self._apply(pod, decision))
-        return outcomes
+            async with acting:
+                return await self._apply(pod, decision)
+
+        # Pods are acted on side by side (their own API calls, a few at a time): a burst of
+        # pods released together waits for a few round trips to the API, not for all of them.
+        return list(await asyncio.gather(*(outcome(pod) for pod in pods)))
 
     async def _apply(self, pod: GatedPod, decision: Decision) -> GateOutcome:
         def said(why: str = decision.why, *, done: bool = True) -> GateOutcome:
@@ -187,15 +204,24 @@ class Gatekeeper(ImagePass[GateOptions]):
     async def _verdicts(self, pods: Sequence[GatedPod]) -> Verdicts:
         """The registry's answers, each distinct image (and pull secrets) once."""
         verdicts: Verdicts = {}
+        todo: dict[VerdictKey, tuple[GatedPod, str]] = {}
+        for pod in pods:
+            for image in pod.images:
+                key = _key(pod, image)
+                found = self.found.get(key)
+                if found is not MISS:
+                    verdicts[key] = found
+                else:
+                    todo[key] = (pod, image)
 
         async def check(item: tuple[VerdictKey, tuple[GatedPod, str]]) -> None:
             key, (pod, image) = item
             keychain = await self.keychains(pod)
-            verdicts[key] = await self.check(image, keychain)
+            verdicts[key] = result = await self.check(image, keychain)
+            if result.status is Status.FOUND:
+                self.found.put(key, result, FOUND_TTL)
 
-        await check_each(
-            self.checker, {_key(p, i): (p, i) for p in pods for i in p.images}.items(), check
-        )
+        await check_each(self.checker, todo.items(), check)
         return verdicts
 
 

@@ -120,12 +120,19 @@ class ListWatchLoop(abc.ABC, Generic[Versions]):
         try:
             while (left := until - self.monotonic()) > 0:
                 item: _Item | str | None = None
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for returns an item that
+                # arrives as the task is cancelled and drops the cancellation, so a SIGTERM
+                # during a burst of changes left the loop running.
                 with contextlib.suppress(TimeoutError):
-                    item = await asyncio.wait_for(queue.get(), min(left, self._next_due()))
-                if isinstance(item, BaseException):
-                    raise item
-                if isinstance(item, tuple):
-                    await self.changed(*item)
+                    async with asyncio.timeout(min(left, self._next_due())):
+                        item = await queue.get()
+                # What else has arrived is taken too, so that a burst is acted on together
+                # (one registry request an image, not one a pod), bounded by the queue.
+                for taken in (item, *_drained(queue)):
+                    if isinstance(taken, BaseException):
+                        raise taken
+                    if isinstance(taken, tuple):
+                        await self.changed(*taken)
                 await self.act_on_due()
         finally:
             for pump in pumps:
@@ -143,3 +150,13 @@ class ListWatchLoop(abc.ABC, Generic[Versions]):
             await queue.put(_END)
         except (Gone, Unreachable) as exc:
             await queue.put(exc)
+
+
+def _drained(queue: asyncio.Queue[_Item | str]) -> list[_Item | str]:
+    """Everything the queue holds now, without waiting."""
+    taken: list[_Item | str] = []
+    while True:
+        try:
+            taken.append(queue.get_nowait())
+        except asyncio.QueueEmpty:
+            return taken
