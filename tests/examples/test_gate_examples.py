@@ -34,7 +34,7 @@ from imagecheck.cli._gate import gate
 from imagecheck.webhook import MUTATE_PATHS
 from tests.examples.checks import HARDENED, by_label, check_schema, cli_params, granted
 from tests.examples.manifests import EXAMPLES, Json, collect, containers, pod_spec
-from tests.examples.test_webhook_examples import (
+from tests.examples.webhookparts import (
     CERT_MANAGER,
     INJECT_CA_FROM,
     check_cert_manager,

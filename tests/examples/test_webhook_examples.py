@@ -20,7 +20,6 @@ under CI=true.
 from __future__ import annotations
 
 import subprocess
-from pathlib import PurePosixPath
 from types import ModuleType
 from typing import Any
 
@@ -39,9 +38,21 @@ from tests.examples.manifests import (
     Role,
     collect,
     containers,
-    optional_module,
     pod_spec,
     yaml,
+)
+from tests.examples.webhookparts import (
+    CERT_MANAGER,
+    INJECT_CA_FROM,
+    check_cert_manager,
+    container_port,
+    find,
+    go_duration_hours,
+    listen_port,
+    meta,
+    mount_of,
+    secret_volume,
+    selects,
 )
 from tests.support.tools import skip_or_fail
 
@@ -53,8 +64,6 @@ WEBHOOK_FILES = {
 }  # fmt: skip
 OPTIONAL_FILES = {"rbac.yaml"}  # left out of kustomization.yaml: off by default
 IMAGE_REPOSITORY = "ghcr.io/imagecheck/imagecheck-webhook"
-CERT_MANAGER = "cert-manager.io/v1"
-INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 MAX_TIMEOUT_SECONDS = 10
 # What the webhook must be sent: each workload kind whose pod spec review.py reads, by group.
@@ -64,7 +73,6 @@ WORKLOAD_RESOURCES = {
     "apps": {"deployments", "statefulsets", "daemonsets", "replicasets"},
 }
 
-jsonschema = optional_module("jsonschema")
 _FILES, _DOCUMENTS = collect()
 FILES = [f for f in _FILES if WEBHOOK in f.path.parents]
 DOCUMENTS = [d for d in _DOCUMENTS if WEBHOOK in d.path.parents]
@@ -116,18 +124,6 @@ def webhook(applied: list[Json]) -> Json:
 # --- Helpers ---------------------------------------------------------------------------------
 
 
-def find(objects: list[Json], kind: str, name: str | None = None) -> Json:
-    """The one object of ``kind`` (named ``name``, if given)."""
-    found = [o for o in objects if o.get("kind") == kind and name in (None, _meta(o).get("name"))]
-    assert len(found) == 1, f"expected one {kind}{'/' + name if name else ''}, got {len(found)}"
-    return found[0]
-
-
-def _meta(body: Json) -> Json:
-    meta: Json = body.get("metadata") or {}
-    return meta
-
-
 def serve_params(args: list[str]) -> dict[str, Any]:
     """What the real ``imagecheck serve`` makes of the args (the ENTRYPOINT is ``imagecheck``)."""
     assert args[:1] == ["serve"], "args start with the subcommand"
@@ -137,179 +133,6 @@ def serve_params(args: list[str]) -> dict[str, Any]:
             return dict(ctx.params)
     except click.ClickException as exc:
         pytest.fail(f"imagecheck rejects {args}: {exc.format_message()}", pytrace=False)
-
-
-def selects(selector: Json, labels: dict[str, str]) -> bool:
-    """A Kubernetes label selector (matchLabels and matchExpressions) applied to ``labels``."""
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or []:
-        key, values = expression["key"], expression.get("values") or []
-        present = key in labels
-        matched = {
-            "In": present and labels.get(key) in values,
-            "NotIn": not present or labels.get(key) not in values,
-            "Exists": present,
-            "DoesNotExist": not present,
-        }[expression["operator"]]
-        if not matched:
-            return False
-    return True
-
-
-def container_port(container: Json, port: int | str) -> int:
-    """A port given by number or by name, as the container declares it."""
-    for declared in container.get("ports") or []:
-        if port in (declared.get("name"), declared.get("containerPort")):
-            return int(declared["containerPort"])
-    pytest.fail(f"the container declares no port {port!r}", pytrace=False)
-
-
-def listen_port(params: dict[str, Any]) -> int:
-    return int(str(params["listen"]).rpartition(":")[2])
-
-
-def mount_of(container: Json, path: str) -> Json:
-    """The one volume mount that holds ``path``."""
-    mounts = [
-        m
-        for m in container.get("volumeMounts") or []
-        if PurePosixPath(m["mountPath"]) in (PurePosixPath(path), *PurePosixPath(path).parents)
-    ]
-    assert len(mounts) == 1, f"{path} is not mounted"
-    mount: Json = mounts[0]
-    return mount
-
-
-def secret_volume(pod: Json, mount: Json) -> str:
-    """The name of the secret behind a volume mount."""
-    volumes = {v["name"]: v for v in pod.get("volumes") or []}
-    secret = volumes[mount["name"]].get("secret") or {}
-    assert secret.get("secretName"), f"{mount['mountPath']}: not a secret volume"
-    return str(secret["secretName"])
-
-
-# --- cert-manager objects: the part of the cert-manager.io/v1 CRD schemas the example uses ---
-#
-# From cert-manager's deploy/crds (certificates.cert-manager.io, issuers.cert-manager.io), cut
-# down to the fields used here and made strict: a field not listed fails, so a new one is added
-# here from the CRD, not guessed. Issuer types other than selfSigned and ca are left out.
-
-_STRINGS = {"type": "array", "items": {"type": "string"}}
-_GO_DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"}
-_USAGES = [
-    "signing", "digital signature", "content commitment", "key encipherment", "key agreement",
-    "data encipherment", "cert sign", "crl sign", "encipher only", "decipher only", "any",
-    "server auth", "client auth", "code signing", "email protection", "s/mime",
-    "ipsec end system", "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing",
-    "microsoft sgc", "netscape sgc",
-]  # fmt: skip
-
-
-def _strict(properties: Json, required: tuple[str, ...] = ()) -> Json:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(required),
-        "additionalProperties": False,
-    }
-
-
-_CERTIFICATE_SPEC = _strict(
-    {
-        "secretName": {"type": "string", "minLength": 1},
-        "issuerRef": _strict(
-            {"name": {"type": "string"}, "kind": {"type": "string"}, "group": {"type": "string"}},
-            required=("name",),
-        ),
-        "isCA": {"type": "boolean"},
-        "commonName": {"type": "string", "maxLength": 64},
-        "dnsNames": _STRINGS,
-        "ipAddresses": _STRINGS,
-        "duration": _GO_DURATION,
-        "renewBefore": _GO_DURATION,
-        "usages": {"type": "array", "items": {"enum": _USAGES}},
-        "privateKey": _strict(
-            {
-                "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
-                "encoding": {"enum": ["PKCS1", "PKCS8"]},
-                "rotationPolicy": {"enum": ["Never", "Always"]},
-                "size": {"type": "integer"},
-            }
-        ),
-        "revisionHistoryLimit": {"type": "integer", "minimum": 1},
-    },
-    required=("issuerRef", "secretName"),
-)
-_ISSUER_SPEC = {
-    **_strict(
-        {
-            "selfSigned": _strict({"crlDistributionPoints": _STRINGS}),
-            "ca": _strict(
-                {
-                    "secretName": {"type": "string", "minLength": 1},
-                    "crlDistributionPoints": _STRINGS,
-                    "issuingCertificateURLs": _STRINGS,
-                    "ocspServers": _STRINGS,
-                },
-                required=("secretName",),
-            ),
-        }
-    ),
-    # cert-manager's own admission webhook refuses an Issuer with no type, or with two.
-    "minProperties": 1,
-    "maxProperties": 1,
-}
-_METADATA = _strict(
-    {
-        "name": {"type": "string", "minLength": 1},
-        "namespace": {"type": "string", "minLength": 1},
-        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-    },
-    # Issuer (not ClusterIssuer) and Certificate are namespaced: cert-manager issues into the
-    # namespace the webhook reads its secret from.
-    required=("name", "namespace"),
-)
-CERT_MANAGER_SCHEMAS = {
-    kind: _strict(
-        {
-            "apiVersion": {"const": CERT_MANAGER},
-            "kind": {"const": kind},
-            "metadata": _METADATA,
-            "spec": spec,
-        },
-        required=("apiVersion", "kind", "metadata", "spec"),
-    )
-    for kind, spec in (("Certificate", _CERTIFICATE_SPEC), ("Issuer", _ISSUER_SPEC))
-}
-
-
-def check_cert_manager(body: Json) -> None:
-    if jsonschema is None:
-        skip_or_fail("jsonschema is not installed (it comes with kubernetes-validate)")
-    schema = CERT_MANAGER_SCHEMAS.get(str(body.get("kind")))
-    assert schema is not None, f"{body.get('kind')}: not a kind this example should use"
-    try:
-        jsonschema.Draft202012Validator(schema).validate(body)
-    except jsonschema.ValidationError as exc:
-        where = ".".join(str(p) for p in exc.path) or "(top level)"
-        pytest.fail(f"{body['kind']}/{_meta(body).get('name')}: {where}: {exc.message}")
-
-
-def go_duration_hours(text: str) -> float:
-    """``2160h``, ``90m``, ``1h30m`` in hours: enough of Go's ParseDuration for these files."""
-    units = {"h": 1.0, "m": 1 / 60, "s": 1 / 3600}
-    total, number = 0.0, ""
-    for char in text:
-        if char.isdigit() or char == ".":
-            number += char
-        else:
-            total += float(number) * units[char]
-            number = ""
-    assert not number, f"{text}: a number without a unit"
-    return total
 
 
 # --- Tests: files and schemas -----------------------------------------------------------------
@@ -361,7 +184,7 @@ def test_kustomize_build(applied: list[Json], validator: ModuleType, kubectl: st
     assert objects[-1]["kind"] == "ValidatingWebhookConfiguration"
 
     def names(found: list[Json]) -> list[tuple[str, str]]:
-        return sorted((str(o["kind"]), str(_meta(o)["name"])) for o in found)
+        return sorted((str(o["kind"]), str(meta(o)["name"])) for o in found)
 
     assert names(objects) == names(applied)
     for body in objects:
@@ -373,11 +196,11 @@ def test_kustomize_build(applied: list[Json], validator: ModuleType, kubectl: st
 
 def test_one_namespace(applied: list[Json]) -> None:
     """Every namespaced object is in the webhook's namespace; kustomize sets none of them."""
-    namespace = _meta(find(applied, "Namespace"))["name"]
+    namespace = meta(find(applied, "Namespace"))["name"]
     cluster_scoped = {"Namespace", "ValidatingWebhookConfiguration"}
     for body in applied:
         expected = None if body["kind"] in cluster_scoped else namespace
-        assert _meta(body).get("namespace") == expected, f"{body['kind']}/{_meta(body)['name']}"
+        assert meta(body).get("namespace") == expected, f"{body['kind']}/{meta(body)['name']}"
 
 
 # --- Tests: the Deployment --------------------------------------------------------------------
@@ -505,10 +328,10 @@ def test_optional_rbac_is_minimal(applied: list[Json], pod: Json) -> None:
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "ClusterRole",
-        "name": _meta(role)["name"],
+        "name": meta(role)["name"],
     }
     account = find(applied, "ServiceAccount", pod["serviceAccountName"])
-    subject = {"kind": "ServiceAccount", **{k: _meta(account)[k] for k in ("name", "namespace")}}
+    subject = {"kind": "ServiceAccount", **{k: meta(account)[k] for k in ("name", "namespace")}}
     assert binding["subjects"] == [subject]
     assert not [o for o in optional if o["kind"] == "ClusterRoleBinding"], "per namespace"
 
@@ -568,8 +391,8 @@ def test_webhook_calls_the_service(applied: list[Json], webhook: Json) -> None:
     target = webhook["clientConfig"]["service"]
     assert "url" not in webhook["clientConfig"]
     assert (target["name"], target["namespace"]) == (
-        _meta(service)["name"],
-        _meta(service)["namespace"],
+        meta(service)["name"],
+        meta(service)["namespace"],
     )
     assert target.get("port", 443) in [p["port"] for p in service["spec"]["ports"]]
     assert target["path"] == "/validate"  # the route in imagecheck/webhook/_server.py
@@ -579,7 +402,7 @@ def test_webhook_calls_the_service(applied: list[Json], webhook: Json) -> None:
 @pytest.mark.parametrize("which", ["kube-system", "own"])
 def test_namespace_is_exempt(applied: list[Json], webhook: Json, which: str) -> None:
     """kube-system, and the webhook's own namespace: its rollouts never wait on itself."""
-    namespace = which if which != "own" else _meta(find(applied, "Namespace"))["name"]
+    namespace = which if which != "own" else meta(find(applied, "Namespace"))["name"]
     assert not selects(webhook["namespaceSelector"], {NAMESPACE_NAME_LABEL: namespace})
 
 
@@ -620,9 +443,9 @@ def test_ca_is_injected_from_the_serving_certificate(applied: list[Json], webhoo
 
 
 def _injected_certificate(applied: list[Json], configuration: Json) -> Json:
-    namespace, _, name = _meta(configuration)["annotations"][INJECT_CA_FROM].partition("/")
+    namespace, _, name = meta(configuration)["annotations"][INJECT_CA_FROM].partition("/")
     certificate = find(applied, "Certificate", name)
-    assert _meta(certificate)["namespace"] == namespace
+    assert meta(certificate)["namespace"] == namespace
     return certificate
 
 
@@ -631,7 +454,7 @@ def _issuer_of(applied: list[Json], certificate: Json) -> Json:
     assert ref.get("kind", "Issuer") == "Issuer"
     assert ref.get("group", "cert-manager.io") == "cert-manager.io"
     issuer = find(applied, "Issuer", ref["name"])
-    assert _meta(issuer)["namespace"] == _meta(certificate)["namespace"], "an Issuer is namespaced"
+    assert meta(issuer)["namespace"] == meta(certificate)["namespace"], "an Issuer is namespaced"
     return issuer
 
 

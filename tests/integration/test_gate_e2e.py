@@ -14,47 +14,11 @@ import pytest
 from imagecheck.cluster._jobs import REAPED
 from imagecheck.cluster._model import GATE
 from tests.support.endpoint import RegistryEndpoint
+from tests.support.gatecase import JSON_PATCH, NS, PODS, gated_job, stored
 from tests.support.kubeapi import KubeAPI
-from tests.support.kubeapi import objects as k8s
 from tests.support.kubeapi.store import ApiError, Store, resource_of
-from tests.support.kubecli import ago, invoke
+from tests.support.kubecli import invoke
 from tests.support.pki import TLSMaterial
-
-NS = "ci"
-PODS = "/api/v1/namespaces/ci/pods"
-JSON_PATCH = "application/json-patch+json"
-
-
-def gated_job(
-    kube_api: KubeAPI, name: str, image: str, *, age: float = 10, gates: tuple[str, ...] = (GATE,),
-    job: bool = True,
-) -> None:  # fmt: skip
-    """A Job (or, ``job`` False, a ReplicaSet's pod) whose pod was created ``age`` seconds
-    ago with ``gates``: pending, never scheduled."""
-    pod = k8s.pod(f"{name}-abcde", NS, image, waiting=None, job_name=name if job else None)
-    if not job:
-        pod["metadata"]["ownerReferences"] = [
-            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{name}-7d9f",
-             "uid": "uid-rs", "controller": True}
-        ]  # fmt: skip
-    del pod["spec"]["nodeName"]
-    pod["spec"]["schedulingGates"] = [{"name": g} for g in gates]
-    pod["status"] = {"phase": "Pending", "qosClass": "Burstable", "conditions": [
-        {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}  # fmt: skip
-    if job:
-        record = k8s.job(name, NS, image)
-        record["status"]["startTime"] = ago(age)
-        kube_api.add(record)
-    kube_api.add(pod)
-    with kube_api.store.lock:  # the store stamps a fixed time; the command reads the clock
-        kube_api.store.objects[("pods", NS, f"{name}-abcde")]["metadata"]["creationTimestamp"] = (
-            ago(age)
-        )
-
-
-def stored(kube_api: KubeAPI, plural: str, name: str) -> Any:
-    with kube_api.store.lock:
-        return kube_api.store.objects[(plural, NS, name)]
 
 
 def gate(kube_api: KubeAPI, tls: TLSMaterial, home: Path, *args: str) -> dict[str, Any]:

@@ -23,23 +23,22 @@ import httpx
 from imagecheck.cluster._model import GATE
 from tests.examples.checks import granted
 from tests.examples.manifests import EXAMPLES, collect
-from tests.integration import test_gate_controller
-from tests.integration.test_gate_controller import (
+from tests.support.endpoint import RegistryEndpoint
+from tests.support.gatecase import (
     Start,
     eventually,
-    free_port,
+    gated_job,
     gates,
     gates_new_pods,
     mutate,
+    start_fixture,  # noqa: F401 (a fixture)
 )
-from tests.integration.test_gate_e2e import gated_job
-from tests.support.endpoint import RegistryEndpoint
 from tests.support.images import push_image
 from tests.support.kubeapi import KubeAPI
 from tests.support.kubeapi import objects as k8s
+from tests.support.net import free_port
 from tests.support.tools import skip_or_fail
 
-start = test_gate_controller.start  # the fixture that runs `imagecheck gate`, shared
 CONTROLLER = EXAMPLES / "gate" / "controller.yaml"
 LEASE_NS = "imagecheck-system"
 LEASE = "imagecheck-gate"
