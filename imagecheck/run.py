@@ -93,6 +93,7 @@ def client_options(
     insecure_registries: Iterable[str] = (),
     ca_files: Iterable[PathText] = (),
     denied_as_missing: bool = False,
+    deep: bool = False,
 ) -> ClientOptions:
     """How to reach registries, checked: see :func:`acheck` for each option."""
     _check_range("timeout", timeout, TIMEOUT_RANGE)
@@ -108,6 +109,7 @@ def client_options(
         mirrors=tuple((registry_host(source), registry_host(m)) for source, m in pairs),
         denied_as_missing=denied_as_missing,
         platform=parse_platform(platform) if isinstance(platform, str) else platform,
+        deep=deep,
     )
 
 
@@ -214,6 +216,7 @@ async def acheck(
     insecure_registries: Iterable[str] = (),
     ca_files: Iterable[PathText] = (),
     denied_as_missing: bool = False,
+    deep: bool = False,
     credentials: Credentials | None = None,
     credentials_for: Iterable[str] = (),
     docker_config: PathText | None = None,
@@ -239,6 +242,8 @@ async def acheck(
       hosts allowed credentials over plain HTTP).
     - ``ca_files``: extra PEM CA files to trust (``SSL_CERT_FILE``/``SSL_CERT_DIR`` too).
     - ``denied_as_missing``: a denial after a successful login counts as missing.
+    - ``deep``: the platform's manifest (``platform``'s, else this machine's) and its config
+      and layer blobs must be there too (one ``HEAD`` per blob).
     - ``credentials`` ... ``env``: the credential sources, see :func:`keychain`;
       ``cloud_auth``: ``"auto"`` gets a credential for a cloud's registry from the cloud
       identity the process has (EKS, GKE, AKS workload identity), ``"off"`` never does.
@@ -260,6 +265,7 @@ async def acheck(
         insecure_registries=insecure_registries,
         ca_files=ca_files,
         denied_as_missing=denied_as_missing,
+        deep=deep,
     )
     items = parse_all(images)
     chain = keychain(

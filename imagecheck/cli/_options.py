@@ -73,6 +73,10 @@ def registry_options(command: Command) -> Command:
         click.option("--platform", type=PlatformChoice(), metavar="OS/ARCH[/VARIANT]|auto",
                      help="Also require the image for this platform (an index must list it; a "
                      "single manifest's config must name it); auto: this machine's."),
+        click.option("--deep", is_flag=True,
+                     help="Also require the config and every layer blob of the platform's "
+                     "manifest (--platform's, else this machine's): one HEAD per blob, so a "
+                     "broken registry or a stale mirror is missing, the blob named."),
         click.option("--mirror", "mirrors", type=MirrorPair(), multiple=True,
                      metavar="SOURCE=MIRROR",
                      help="Ask MIRROR first for SOURCE's images, then SOURCE itself, as "

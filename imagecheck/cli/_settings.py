@@ -43,6 +43,7 @@ class CheckSettings:
     image_credential_provider_config: str | None = None
     image_credential_provider_bin_dir: str | None = None
     cloud_auth: CloudAuth = "auto"
+    deep: bool = False
     # run options (check, scan); serve has its own notion of each
     deadline: float | None = None  # None: imagecheck.run.default_deadline
     wait: float | None = None
@@ -60,6 +61,7 @@ class CheckSettings:
             insecure_registries=self.insecure,
             ca_files=self.ca_files,
             denied_as_missing=self.denied_as_missing,
+            deep=self.deep,
         )
 
     def keychain(

@@ -10,6 +10,7 @@ connections, pings and tokens. A check is one attempt, and another while the fai
                    allowed) and the challenge
     _auth.py       the auth flow that answers the challenge (_tokens.py asks the token service)
     _manifest.py   HEAD/GET the manifest and classify the answer (_digest.py verifies digests)
+    _blobs.py      deep: the platform's manifest, then HEAD its config and layer blobs
     _status.py     an HTTP status as a typed error
 """
 
@@ -69,6 +70,9 @@ class ClientOptions:
     denied_as_missing: bool = False
     # Found is not enough: the image must offer this platform.
     platform: Platform | None = None
+    # Found is not enough: the config and every layer blob of the platform's manifest (the
+    # one above, else this machine's) must be there too.
+    deep: bool = False
 
 
 class ImageChecker:
@@ -235,7 +239,10 @@ class ImageChecker:
                     registry.clients.token, registry_host=registry.auth.base_url.host
                 )
                 auth = RegistryAuth(registry.auth, candidates, self._tokens, fetcher)
-                return await ManifestCheck(ref, image, registry, auth, self.options.platform).run()
+                check = ManifestCheck(
+                    ref, image, registry, auth, self.options.platform, self.options.deep
+                )
+                return await check.run()
         except TimeoutError:
             error = TransientError(
                 f"{ref.api_host} did not answer within {self.options.timeout:g}s"

@@ -12,10 +12,12 @@
    status is an error (``httperrors``).
 4. With a platform: an index lists its platforms; a single manifest names its config blob,
    which says (one more ``GET``). Found, but not for that platform, is missing.
+5. Deep (``ClientOptions.deep``): the body again, and then the blobs it names (``_blobs.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import httpx
@@ -25,6 +27,7 @@ from imagecheck._text import printable
 from imagecheck.errors import Hint, ProtocolError
 from imagecheck.reference import Reference
 from imagecheck.registry._auth import RegistryAuth
+from imagecheck.registry._blobs import BlobCheck, Read
 from imagecheck.registry._digest import answered_digest, registered_digest
 from imagecheck.registry._exceptions import transport_errors
 from imagecheck.registry._mediatypes import INDEX_MEDIA_TYPES, MANIFEST_ACCEPT
@@ -35,6 +38,7 @@ from imagecheck.registry._platform import (
     config_digest,
     config_platform,
     describe,
+    host_platform,
     index_platforms,
     schema1_platform,
 )
@@ -44,6 +48,18 @@ from imagecheck.result import CheckResult, Status
 
 # Registries that cannot HEAD a manifest answer one of these; GET then tells.
 HEAD_UNSUPPORTED = frozenset({400, 405, 501})
+
+
+async def _read_body(response: httpx.Response) -> bytes | None:
+    """A manifest body (at most 4 MiB), or the start of an error body (for its reason)."""
+    if response.request.method == "HEAD":
+        # Nothing to read, but h11 must see the end of the message, or httpcore closes the
+        # connection instead of reusing it (a new TCP connection per image otherwise).
+        await response.aread()
+        return None
+    if response.status_code == 200:
+        return await read_capped(response, MAX_MANIFEST_SIZE, "manifest")
+    return await read_prefix(response, MAX_ERROR_BODY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,19 +86,35 @@ class ManifestCheck:
     registry: Registry
     auth: RegistryAuth
     platform: Platform | None = None
+    # Also ask for the config and layer blobs (``_blobs.py``).
+    deep: bool = False
 
     async def run(self) -> CheckResult:
         """The check's result; TransientError (and other RegistryErrors) raise."""
-        if self.platform is not None:
-            answer = await self._send("GET")
-            result = self._classify(answer)
-            if result.status is not Status.FOUND:
-                return result
-            return await self._match_platform(self.platform, result, answer.body or b"")
+        if self.platform is not None or self.deep:
+            return await self._run_with_body()
         answer = await self._send("HEAD")
         if self._head_cannot_tell(answer):
             answer = await self._send("GET")
         return self._classify(answer)
+
+    async def _run_with_body(self) -> CheckResult:
+        """The platform to match and the blobs to ask for are named in the body: GET it."""
+        answer = await self._send("GET")
+        result = self._classify(answer)
+        body = answer.body or b""
+        if result.status is Status.FOUND and self.platform is not None:
+            result = await self._match_platform(self.platform, result, body)
+        if result.status is not Status.FOUND or not self.deep:
+            return result
+        blobs = BlobCheck(
+            self.ref,
+            self._send,
+            _read_body,
+            self.platform or host_platform(),
+            chosen=self.platform is not None,
+        )
+        return await blobs.run(result, body)
 
     def _head_cannot_tell(self, answer: Answer) -> bool:
         """No HEAD support, or no usable digest to verify a pin against: GET and hash the body."""
@@ -93,9 +125,15 @@ class ManifestCheck:
             answer.status == 200 and self.ref.digest is not None and not registered_digest(digest)
         )
 
-    async def _send(self, method: str, path: str | None = None) -> Answer:
-        """One request (the manifest, unless ``path`` says otherwise) through the auth flow;
-        transient answers raise."""
+    async def _send(
+        self,
+        method: str,
+        path: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        read: Read = _read_body,
+    ) -> Answer:
+        """One request (the manifest, unless ``path`` says otherwise; ``headers`` beside the
+        manifest ``Accept``) through the auth flow; transient answers raise."""
         ref = self.ref
         base = self.registry.auth.base_url
         # A validated repository and tag or digest: no character to escape, and copy_with
@@ -103,12 +141,15 @@ class ManifestCheck:
         url = base.copy_with(path=path or f"/v2/{ref.repository}/manifests/{ref.identifier}")
         client = self.registry.client
         request = client.build_request(
-            method, url, headers={"Accept": MANIFEST_ACCEPT}, extensions=named_host(base.host)
+            method,
+            url,
+            headers={"Accept": MANIFEST_ACCEPT, **(headers or {})},
+            extensions=named_host(base.host),
         )
         async with transport_errors(ref.api_host):
             response = await client.send(request, auth=self.auth, stream=True)
             try:
-                answer = Answer(response, await _read_body(response))
+                answer = Answer(response, await read(response))
             finally:
                 await response.aclose()
         if response.status_code in TRANSIENT_STATUS_CODES:
@@ -179,18 +220,6 @@ class ManifestCheck:
                 answer.response, self.ref.api_host, asked=" for the image config", body=answer.body
             )
         return [config_platform(answer.body or b"")]
-
-
-async def _read_body(response: httpx.Response) -> bytes | None:
-    """A manifest body (at most 4 MiB), or the start of an error body (for its reason)."""
-    if response.request.method == "HEAD":
-        # Nothing to read, but h11 must see the end of the message, or httpcore closes the
-        # connection instead of reusing it (a new TCP connection per image otherwise).
-        await response.aread()
-        return None
-    if response.status_code == 200:
-        return await read_capped(response, MAX_MANIFEST_SIZE, "manifest")
-    return await read_prefix(response, MAX_ERROR_BODY)
 
 
 def _media_type(response: httpx.Response) -> str | None:

@@ -101,6 +101,12 @@ def _platform_of(spec: dict[str, Any], what: str) -> Platform:
 def index_platforms(body: bytes) -> list[Platform]:
     """The platforms an index offers, attestation entries (``unknown/unknown``) left out.
     An entry without ``platform`` offers none (the spec makes it optional)."""
+    return [offered for offered, _ in index_entries(body)]
+
+
+def index_entries(body: bytes) -> list[tuple[Platform, object]]:
+    """Each platform an index offers with its entry's ``digest`` (unchecked: the caller
+    validates what it puts in a URL), in the index's order."""
     manifests = _load(body, "index").get("manifests")
     if manifests is None:
         return []
@@ -117,7 +123,7 @@ def index_platforms(body: bytes) -> list[Platform]:
             raise ProtocolError("index: a 'platform' is not an object")
         offered = _platform_of(spec, "index platform")
         if offered.os and offered.os != "unknown":
-            found.append(offered)
+            found.append((offered, entry.get("digest")))
     return found
 
 
