@@ -117,8 +117,13 @@ class BlobCheck:
             async with gate:
                 return await self._ask(blob)
 
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(ask(blob)) for blob in blobs]
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(ask(blob)) for blob in blobs]
+        except ExceptionGroup as failed:
+            # The first failure is the check's (the other requests are cancelled with it), and
+            # it must arrive unwrapped: its type is what the retry policy and the result read.
+            raise failed.exceptions[0] from None
         return [task.result() for task in tasks]
 
     async def _ask(self, blob: Blob) -> Answer:

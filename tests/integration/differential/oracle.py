@@ -383,10 +383,13 @@ def _registries_conf(access: Access) -> str:
 # -- imagecheck ------------------------------------------------------------------------------
 
 
-def imagecheck_verdict(reference: str, access: Access, home: Path) -> Answer:
-    """``imagecheck check --platform auto`` with the same CA, credentials and mirrors, run as
-    every CLI test runs it (:func:`~tests.support.clirun.run_cli`: a clean environment)."""
-    args = ["check", "--platform", "auto", "--deadline", "30"]
+def imagecheck_verdict(
+    reference: str, access: Access, home: Path, options: Sequence[str] = ()
+) -> Answer:
+    """``imagecheck check --platform auto`` with the same CA, credentials and mirrors (and the
+    scenario's own ``options``), run as every CLI test runs it
+    (:func:`~tests.support.clirun.run_cli`: a clean environment)."""
+    args = ["check", "--platform", "auto", "--deadline", "30", *options]
     stdin = ""
     if access.ca_file is not None:
         args += ["--ca-file", str(access.ca_file)]

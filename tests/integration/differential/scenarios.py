@@ -48,6 +48,8 @@ class Scenario:
     imagecheck: Verdict | None = None
     difference: str | None = None
     skopeo: Verdict | None = None
+    # imagecheck's own options for this scenario (the pullers have none to match).
+    options: tuple[str, ...] = ()
 
     @property
     def imagecheck_expected(self) -> Verdict:
@@ -319,6 +321,15 @@ CORE: tuple[Scenario, ...] = (
         imagecheck=FOUND,
         difference="layers",
         skopeo=FOUND,
+    ),
+    Scenario(
+        "layer-gone-deep",
+        "found/missing",
+        "manifest found, its layer blob deleted; imagecheck --deep",
+        MISSING,
+        on("plain", "diff/no-layer:1"),
+        skopeo=FOUND,
+        options=("--deep",),
     ),
     # -- Basic auth over TLS --
     Scenario(

@@ -31,7 +31,7 @@ def test_agreement(
     with scenario.prepare(site) as case:
         kubelet = containerd.pull(case.reference, case.access)
         peer = skopeo_verdict(case.reference, case.access, skopeo=skopeo)
-        ours = imagecheck_verdict(case.reference, case.access, tmp_path)
+        ours = imagecheck_verdict(case.reference, case.access, tmp_path, scenario.options)
     agreement.append(
         Row(scenario.id, scenario.group, scenario.what, kubelet, peer, ours, scenario.difference)
     )
