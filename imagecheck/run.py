@@ -19,14 +19,13 @@ never prints and never exits; ``imagecheck.cli`` is one client of this module.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import math
 import os
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
 
+from imagecheck._blocking import blocking
 from imagecheck._deadline import Deadline
 from imagecheck._wait import wait_for_images
 from imagecheck.authn import Credentials, Keychain, SharedSources, default_keychain
@@ -37,9 +36,6 @@ from imagecheck.reference import Reference, parse_reference
 from imagecheck.registry import ClientOptions, ImageChecker, Platform, Progress, parse_platform
 from imagecheck.registry._tls import trusted_context, verifying_context
 from imagecheck.result import CheckResult
-
-P = ParamSpec("P")
-T = TypeVar("T")
 
 _DEFAULTS = ClientOptions()
 DEFAULT_DEADLINE = 60.0
@@ -312,33 +308,8 @@ async def check_parsed(
         )
 
 
-def _blocking(function: Callable[P, Coroutine[Any, Any, T]], name: str) -> Callable[P, T]:
-    """``function`` (``acheck``) as ``name`` (``check``): run to its end on an event loop of
-    its own; a ``RuntimeError`` inside a running loop, which it would block."""
-
-    @functools.wraps(function)
-    def run(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # no loop running in this thread: the normal case
-            return asyncio.run(function(*args, **kwargs))
-        raise RuntimeError(
-            f"imagecheck.{name}() cannot run inside a running event loop (it would block "
-            f"it): use await imagecheck.{function.__name__}(...) there"
-        )
-
-    run.__name__ = run.__qualname__ = name
-    run.__doc__ = (
-        f"Check that each image exists in its registry: :func:`{function.__name__}`, with the "
-        "same options, run to its end on an event loop of its own. Inside a running event "
-        f"loop (a coroutine, Jupyter) ``await {function.__name__}(...)`` instead: ``{name}`` "
-        "raises ``RuntimeError`` there rather than block the loop."
-    )
-    return run
-
-
 # check(images, **options) -> list[CheckResult]: acheck's signature, blocking.
-check = _blocking(acheck, "check")
+check = blocking(acheck, "check")
 
 
 def _check_range(

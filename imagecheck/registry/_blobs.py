@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -38,13 +38,22 @@ from imagecheck.registry._platform import Platform, describe, index_entries
 from imagecheck.registry._status import status_error
 from imagecheck.result import CheckResult, Status
 
-if TYPE_CHECKING:
-    from imagecheck.registry._manifest import Answer
+
+class Answer(Protocol):
+    """A registry's answer as ``_manifest.Answer`` holds it (which imports this module)."""
+
+    @property
+    def response(self) -> httpx.Response: ...
+    @property
+    def body(self) -> bytes | None: ...
+    @property
+    def status(self) -> int: ...
+
 
 # Reads what a request's answer carries (the caller's capped readers).
 Read = Callable[[httpx.Response], Awaitable[bytes | None]]
 # One request through the check's auth flow: method, path, headers, reader.
-Send = Callable[[str, str, Mapping[str, str], Read], Awaitable["Answer"]]
+Send = Callable[[str, str, Mapping[str, str], Read], Awaitable[Answer]]
 
 # Blob requests of one image in flight at once; the connection pool bounds all of them.
 BLOBS_AT_ONCE = 4
