@@ -126,6 +126,9 @@ def test_one_replica_leads_the_other_takes_over_when_it_dies(
     assert time.monotonic() - killed >= DURATION - RETRY - 1  # not before the Lease expired
     assert lease(kube_api)["leaseTransitions"] == 1
     eventually(lambda: gates(kube_api, "train-abcde") == [])
+    # The line comes after the patch (and its Event): a SIGTERM between the two would end the
+    # pass before it says what it did, so wait for the line first.
+    eventually(lambda: not silent(b))
     b.send_signal(signal.SIGTERM)
     b.wait(timeout=10)
     assert [(o["pod"], o["action"]) for o in said(b)] == [("train-abcde", "released")]
