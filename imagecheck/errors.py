@@ -8,7 +8,9 @@ could be had, or where the input was wrong before any answer was asked for::
     ├── UsageError                 bad input; nothing was sent to any registry (exit 2)
     │   ├── InvalidReferenceError  an image reference that breaks the grammar
     │   │   └── InvalidReferencesError  check() was given some: every one, nothing sent
-    │   └── CredentialsError       a config file, secret or helper that cannot be used
+    │   ├── CredentialsError       a config file, secret or helper that cannot be used
+    │   └── ConfigFileError        a runtime's registry configuration (hosts.toml,
+    │                              registries.conf) that cannot be used: names file and line
     └── RegistryError              the registry could not give an answer (exit 4)
         ├── TransientError         worth another try: connection errors, 408/429/5xx
         ├── AuthenticationError    the registry or its token service refused the credentials
@@ -86,6 +88,19 @@ class InvalidReferencesError(InvalidReferenceError):
 
 class CredentialsError(UsageError):
     """A credential source that exists but cannot be used (bad JSON, bad base64, ...)."""
+
+
+class ConfigFileError(UsageError):
+    """A node runtime's registry configuration (a containerd ``hosts.toml`` directory, a
+    ``registries.conf``) that cannot be used. The message names the file and, where the file
+    says it, the line: ``FILE:LINE: what is wrong``."""
+
+    def __init__(self, path: object, reason: str, *, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line is not None else f"{path}"
+        super().__init__(f"{where}: {reason}")
+        self.path = path
+        self.line = line
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
