@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from imagecheck.errors import ConfigFileError, InvalidReferenceError
-from imagecheck.reference import Reference, parse_reference
+from imagecheck.errors import ConfigFileError
+from imagecheck.reference import Reference
 from imagecheck.routes._registries_file import (
     Invalid,
     RawFile,
@@ -38,6 +38,7 @@ from imagecheck.routes._registries_file import (
     RawRegistry,
     read_file,
 )
+from imagecheck.routes._short_names import alias_target, short_name_problem
 
 ShortNameMode = Literal["enforcing", "permissive", "disabled"]
 PULL_FROM_MIRROR = ("", "all", "digest-only", "tag-only")
@@ -293,7 +294,7 @@ _ALIASES = "validating short-name aliases"
 
 
 def _alias(name: str, value: str, origin: str, line: int | None) -> Alias:
-    problem = _short_name_problem(name)
+    problem = short_name_problem(name)
     if problem:
         raise Invalid(f"{_ALIASES}: invalid short name {name!r}: {problem}", line)
     if not value:
@@ -302,42 +303,6 @@ def _alias(name: str, value: str, origin: str, line: int | None) -> Alias:
         return Alias(alias_target(value), origin)
     except ValueError as exc:
         raise Invalid(f"{_ALIASES}: invalid alias {value!r}: {exc}", line) from None
-
-
-def has_registry(name: str) -> bool:
-    """Whether a name (no tag, no digest) starts with a registry the way containers/image
-    tells short names apart: a first component with ``.`` or ``:``, or ``localhost``."""
-    first, slash, _ = name.partition("/")
-    return bool(slash) and (first == "localhost" or "." in first or ":" in first)
-
-
-def _short_name_problem(name: str) -> str | None:
-    if "@" in name:
-        return "must not contain digest"
-    if ":" in name.rpartition("/")[2]:
-        return "must not contain tag"
-    if has_registry(name):
-        return "must not contain registry"
-    try:
-        parse_reference(name)
-    except InvalidReferenceError as exc:
-        return exc.reason
-    return None
-
-
-def alias_target(value: str) -> Reference:
-    """The repository an alias names: a registry, no tag, no digest (``parseShortNameValue``);
-    ``ValueError`` says what is wrong."""
-    if "@" in value:
-        raise ValueError("must not contain digest")
-    if ":" in value.rpartition("/")[2]:
-        raise ValueError("must not contain tag")
-    if not has_registry(value):
-        raise ValueError("must contain registry and repository")
-    try:
-        return parse_reference(value)
-    except InvalidReferenceError as exc:
-        raise ValueError(exc.reason) from None
 
 
 # --- drop-ins ----------------------------------------------------------------------------

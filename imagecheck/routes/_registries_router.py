@@ -31,9 +31,9 @@ from imagecheck.routes._registries_conf import (
     Mirror,
     RegistriesConf,
     Registry,
-    has_registry,
     load_conf,
 )
+from imagecheck.routes._short_names import has_registry
 from imagecheck.routes._types import Endpoint, Route, Verdict
 
 
