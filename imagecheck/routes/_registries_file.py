@@ -125,14 +125,15 @@ def decode(path: Path, data: bytes) -> RawFile:
         raise Invalid(f"not valid TOML: {_AT_LINE.sub('', message)}", line) from None
     lines = text.splitlines()
     search = _strings(document, "unqualified-search-registries", MAX_SEARCH)
+    mode_line = _key_line(lines, "short-name-mode")
     v1 = _table(document, "registries")
     return RawFile(
         path=path,
         registries=_registries(document, lines),
         search=search,
         search_line=_key_line(lines, "unqualified-search-registries"),
-        mode=_string(document, "short-name-mode"),
-        mode_line=_key_line(lines, "short-name-mode"),
+        mode=_string(document, "short-name-mode", line=mode_line),
+        mode_line=mode_line,
         aliases=_aliases(document, lines),
         helpers=bool(_strings(document, "credential-helpers", MAX_SEARCH)),
         v1_search=_v1_list(v1, "search"),
