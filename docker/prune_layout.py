@@ -20,8 +20,9 @@ from pathlib import Path
 # Never in the image: tooling the build needed and the command does not.
 DROP_DISTS = ("pip", "setuptools", "wheel", "_distutils_hack", "pkg_resources")
 # imagecheck's packages whose modules are imported by name (importlib), which no static
-# analysis follows: the cloud credential sources (authn/cloud/_keychain.py's _SOURCES).
-BY_NAME = ("imagecheck.authn.cloud",)
+# analysis follows: the cloud credential sources (authn/cloud/_keychain.py's _SOURCES) and
+# the readers of a node's registry configuration (routes/_load.py).
+BY_NAME = ("imagecheck.authn.cloud", "imagecheck.routes")
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,13 @@ _EXPORTS = {
     "Router": "imagecheck.routes._types",
     "Verdict": "imagecheck.routes._types",
     "default_route": "imagecheck.routes._types",
-    "load_registries_conf": "imagecheck.routes._registries_router",
+    "load_registries_conf": "imagecheck.routes._registries",
+    "load_router": "imagecheck.routes._load",
 }
 
 if TYPE_CHECKING:
-    from imagecheck.routes._registries_router import load_registries_conf
+    from imagecheck.routes._load import load_router
+    from imagecheck.routes._registries import load_registries_conf
     from imagecheck.routes._types import (
         Endpoint,
         HostTLS,
@@ -43,4 +45,5 @@ __all__ = [
     "Verdict",
     "default_route",
     "load_registries_conf",
+    "load_router",
 ]
