@@ -7,7 +7,9 @@ their answers make together (``imagecheck.routes`` says which endpoints; this as
 * Otherwise the route's ``verdict`` rule: containerd keeps the first failure that is not a
   404 (``FIRST_FAILURE``); containers/image reports the last source's (``LAST_HOST``). Every
   endpoint asked is listed in the message.
-* A blocked route is denied without a request: the runtime refuses to pull it at all.
+* A blocked route is denied: without a request when it has no endpoint for the reference;
+  else its endpoints are asked first, and only a found image overrides the refusal
+  (containers/image asks a blocked registry's mirrors before refusing the registry).
 """
 
 from __future__ import annotations
@@ -51,9 +53,9 @@ async def check_route(
 ) -> CheckResult:
     """The result of asking ``route``'s endpoints for ``ref``. ``named``: say which endpoint
     answered (a route a runtime's configuration made; the plain route needs no saying)."""
-    if route.blocked is not None:
-        return CheckResult(image, ref, Status.DENIED, message=route.blocked)
     endpoints = [endpoint for endpoint in route.endpoints if endpoint.serves(ref)]
+    if route.blocked is not None and not endpoints:
+        return CheckResult(image, ref, Status.DENIED, message=route.blocked)
     if not endpoints:
         kind = "a digest" if ref.digest else "a tag"
         where = f" in {route.source}" if route.source else ""
@@ -66,6 +68,10 @@ async def check_route(
         if result.status is Status.FOUND:
             break
     endpoint, result = _final(asked, route.verdict)
+    if route.blocked is not None and result.status is not Status.FOUND:
+        also = "; ".join(f"{e.name}: {r.status.value}" for e, r in asked)
+        message = f"{route.blocked}; also asked: {also}"
+        return CheckResult(image, ref, Status.DENIED, message=message)
     return _described(result, endpoint, asked, named=named)
 
 

@@ -47,11 +47,6 @@ def load_registries_conf(path: Path, *, drop_ins: Path | None = None) -> Registr
     return RegistriesConfRouter(load_conf(path, directory))
 
 
-class _Refused(Exception):
-    """containers/image gives up on the reference before asking a host (the route's
-    ``blocked``)."""
-
-
 @dataclass(frozen=True, slots=True)
 class _Source:
     """One pull source: where containers/image asks (``PullSource``), and whether its own
@@ -73,24 +68,26 @@ class RegistriesConfRouter:
         self.conf = conf
 
     def route(self, ref: Reference, text: str) -> Route:
-        source = f"registries.conf {self.conf.source}"
-        try:
-            candidates = self.candidates(ref, text)
-        except _Refused as exc:
-            return Route((), Verdict.LAST_HOST, blocked=str(exc), source=source)
+        """Raises :class:`InvalidReferenceError` where containers/image fails the pull before
+        asking anyone: a short name it cannot resolve, a name its prefix cannot be rewritten
+        into."""
         endpoints: list[Endpoint] = []
-        refused: str | None = None
-        for candidate in candidates:
+        blocked: str | None = None
+        unroutable: InvalidReferenceError | None = None
+        for candidate in self.candidates(ref, text):
             try:
                 sources = self.pull_sources(candidate)
-            except _Refused as exc:
-                refused = str(exc)
+            except InvalidReferenceError as exc:
+                unroutable = exc  # this candidate fails; the next ones are still tried
                 continue
             endpoints += [_endpoint(s) for s in sources if s.blocked is None]
-            refused = sources[-1].blocked
-        # The last candidate's primary answers last: if it is refused, so is the reference
-        # when nothing before it has the image.
-        return Route(tuple(endpoints), Verdict.LAST_HOST, blocked=refused, source=source)
+            # The last candidate's primary answers last: if it is blocked, the reference is
+            # refused unless a host before it has the image.
+            blocked = sources[-1].blocked
+        if unroutable is not None and not endpoints and blocked is None:
+            raise unroutable
+        source = f"registries.conf {self.conf.source}"
+        return Route(tuple(endpoints), Verdict.LAST_HOST, blocked=blocked, source=source)
 
     # --- short names ------------------------------------------------------------------------
 
@@ -104,23 +101,25 @@ class RegistriesConfRouter:
             target = alias.target
             return [Reference(target.registry, target.repository, ref.tag, ref.digest)]
         if not self.conf.search:
-            raise _Refused(
-                f"short-name {text!r} did not resolve to an alias and no "
-                f"unqualified-search registries are defined in {self.conf.search_origin!r}"
+            raise InvalidReferenceError(
+                text,
+                "short-name did not resolve to an alias and no unqualified-search registries "
+                f"are defined in {self.conf.search_origin}",
             )
         found = []
         for registry in self.conf.search:
             try:
                 found.append(parse_reference(f"{registry}/{text}"))
             except InvalidReferenceError as exc:
-                raise _Refused(
-                    f"creating reference with unqualified-search registry {registry!r}: "
-                    f"{exc.reason}"
+                raise InvalidReferenceError(
+                    text, f"with unqualified-search registry {registry!r}: {exc.reason}"
                 ) from None
         if len(found) > 1 and self.conf.mode == "enforcing":
-            raise _Refused(
-                f"short-name {text!r}: short-name resolution enforced but cannot prompt "
-                f"without a TTY ({self.conf.search_origin})"
+            raise InvalidReferenceError(
+                text,
+                "short-name resolution enforced but cannot prompt without a TTY "
+                f"(short-name-mode = enforcing in {self.conf.source}; "
+                f"candidates: {', '.join(str(c) for c in found)})",
             )
         return found
 
@@ -222,17 +221,17 @@ def _rewrite(ref: Reference, prefix: str, location: str) -> Reference:
     text = str(ref)
     length = _matching_prefix(text, prefix)
     if length == -1:
-        raise _Refused(f"invalid prefix {prefix!r} for reference {text!r}")
+        raise InvalidReferenceError(text, f"invalid prefix {prefix!r}")
     if not location:
         return ref
     rewritten = location + text[length:]
     try:
         parsed = parse_reference(rewritten)
     except InvalidReferenceError as exc:
-        raise _Refused(f"rewriting reference {text!r} to {rewritten!r}: {exc.reason}") from None
+        raise InvalidReferenceError(text, f"rewriting it to {rewritten!r}: {exc.reason}") from None
     if str(parsed) != rewritten:
-        raise _Refused(
-            f"rewriting reference {text!r} to {rewritten!r}: repository name must be canonical"
+        raise InvalidReferenceError(
+            text, f"rewriting it to {rewritten!r}: repository name must be canonical"
         )
     return parsed
 

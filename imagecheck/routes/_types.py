@@ -92,9 +92,11 @@ class Verdict(Enum):
 class Route:
     """The endpoints asked for one reference, in order, and how their answers combine.
 
-    ``blocked`` (a reason naming the file) means the runtime refuses the reference without
-    asking anyone. An empty ``endpoints`` with no ``blocked`` means no host may answer (e.g.
-    every host lacks ``resolve`` for a tag): the runtime's "not found".
+    ``blocked`` (a reason naming the file) means the runtime refuses the reference; the
+    endpoints it still has (a blocked registry's mirrors, in containers/image) are asked
+    first, and only a found image overrides the refusal. An empty ``endpoints`` with no
+    ``blocked`` means no host may answer (e.g. every host lacks ``resolve`` for a tag): the
+    runtime's "not found".
     """
 
     endpoints: tuple[Endpoint, ...]

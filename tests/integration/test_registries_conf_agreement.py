@@ -82,6 +82,20 @@ CASES = [
         "M",
     ),
     Case(
+        "blocked-with-mirror-lacking",
+        MIRROR.replace('"{U}"\n', '"{U}"\nblocked = true\n', 1),
+        "{U}/team/only-up:1",
+        "denied",
+    ),
+    Case(
+        # containers/image checks a mirror's location without its trailing slash but uses it
+        # with: the rewritten name does not parse, and the pull fails before any request.
+        "mirror-location-with-slash",
+        MIRROR.replace('"{M}"', '"{M}/"'),
+        "{U}/team/app:1",
+        "invalid",
+    ),
+    Case(
         "prefix-rewrite",
         '[[registry]]\nprefix = "{U}/old"\nlocation = "{O}/new"\n',
         "{U}/old/app:1",
@@ -163,10 +177,15 @@ def test_imagecheck_gives_skopeos_verdict(site: Site, case: Case, tmp_path: Path
         skopeo=site.skopeo,
     )
     assert judged == case.verdict, f"skopeo: {said}"
-    args = ["check", "--platform", "auto", "--deadline", "30"]
+    args = ["check", "--platform", "auto", "--deadline", "30", "--output", "json"]
     args += ["--registries-conf", str(conf), "--ca-file", str(site.bench.ca_file)]
     done = run_cli([*args, site.fill(case.reference)], tmp_path / "home")
     output = done.stdout + done.stderr
     assert EXIT_VERDICTS.get(done.code) == judged, output
     if case.answered_by is not None:
-        assert site.names[case.answered_by] in output, output
+        (result,) = done.json()
+        host = site.names[case.answered_by]
+        assert result["registry"] == host, output
+        assert f"answered by https://{host}" in result["message"] or (
+            f"answered by {host}" in result["message"]
+        ), output

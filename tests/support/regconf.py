@@ -29,6 +29,7 @@ SKOPEO_TIMEOUT = 60.0
 
 # skopeo's wording (containers/image docker/docker_client.go, docker/errors.go), first match.
 _SKOPEO_VERDICTS = (
+    (re.compile(r"invalid reference format"), "invalid"),
     (re.compile(r"is blocked in|short-name"), "denied"),
     (re.compile(r"manifest unknown|name unknown|: not found|404"), "missing"),
     (re.compile(r"401|403|unauthorized|authentication required|denied", re.I), "denied"),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from imagecheck.errors import InvalidReferenceError
 from imagecheck.reference import parse_reference
 from imagecheck.routes import Endpoint, Route, Verdict, load_registries_conf
 
@@ -138,9 +139,8 @@ def test_a_name_that_cannot_be_rewritten_is_refused(
     tmp_path: Path, ref: str, prefix: str, location: str
 ) -> None:
     conf = written(tmp_path, f'[[registry]]\nprefix = "{prefix}"\nlocation = "{location}"\n')
-    route = route_of(conf, ref)
-    assert route.endpoints == ()
-    assert route.blocked is not None and "rewriting reference" in route.blocked
+    with pytest.raises(InvalidReferenceError, match="rewriting it to"):
+        route_of(conf, ref)
 
 
 def test_a_mirror_location_keeps_its_slash_and_fails_the_pull(tmp_path: Path) -> None:
@@ -149,7 +149,8 @@ def test_a_mirror_location_keeps_its_slash_and_fails_the_pull(tmp_path: Path) ->
         tmp_path,
         '[[registry]]\nlocation = "a.example"\n[[registry.mirror]]\nlocation = "m.example/"\n',
     )
-    assert route_of(conf, "a.example/x:1").blocked is not None
+    with pytest.raises(InvalidReferenceError, match=r"m\.example//x:1"):
+        route_of(conf, "a.example/x:1")
 
 
 PREFIXES = (
@@ -248,11 +249,11 @@ def test_short_name_aliases(text: str, resolved: str) -> None:
     assert candidates(SHORT / "aliases.conf", text) == [resolved]
 
 
-def test_a_short_name_without_alias_or_search_registries_is_refused() -> None:
-    route = route_of(SHORT / "aliases.conf", "doesnotexist")
-    assert route.endpoints == ()
-    assert route.blocked is not None
-    assert "did not resolve to an alias and no unqualified-search registries" in route.blocked
+def test_a_short_name_without_alias_or_search_registries_is_invalid() -> None:
+    with pytest.raises(InvalidReferenceError) as caught:
+        route_of(SHORT / "aliases.conf", "doesnotexist")
+    assert "did not resolve to an alias and no unqualified-search registries" in str(caught.value)
+    assert str(SHORT / "aliases.conf") in str(caught.value)
 
 
 # TestResolveWithDropInConfigs (without the aliases podman records after a pull)
@@ -293,8 +294,12 @@ def test_short_name_modes_without_a_terminal(
     tmp_path: Path, name: str, mode: str, text: str, refused: bool, count: int
 ) -> None:
     conf = written(tmp_path, f'short-name-mode = "{mode}"\n' + (SHORT / name).read_text())
-    route = route_of(conf, text)
-    assert (route.blocked is not None, len(route.endpoints)) == (refused, count)
+    if refused:
+        with pytest.raises(InvalidReferenceError, match="short-name"):
+            route_of(conf, text)
+    else:
+        route = route_of(conf, text)
+        assert (route.blocked, len(route.endpoints)) == (None, count)
 
 
 def test_docker_hub_search_adds_library(tmp_path: Path) -> None:
