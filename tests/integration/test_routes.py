@@ -122,12 +122,25 @@ def test_no_endpoint_left_is_missing_and_says_why() -> None:
     assert "no host in hosts.toml in /d may answer a tag reference" in result.message
 
 
-def test_a_blocked_route_is_denied_without_a_request() -> None:
+def test_a_blocked_route_with_no_endpoint_left_is_denied_without_a_request() -> None:
     reason = "registry.example.test is blocked in /etc/containers/registries.conf"
-    route = Route((Endpoint("registry.example.test", "x"),), blocked=reason)
+    route = Route((Endpoint("registry.example.test", "x", tags=False),), blocked=reason)
     result = _check(route, "registry.example.test/x:1")
     assert result.status is Status.DENIED
     assert result.message == reason
+
+
+def test_a_blocked_routes_mirror_is_asked_before_the_refusal(
+    registry_plain: RegistryEndpoint,
+) -> None:
+    reason = f"{SOURCE} is blocked in registries.conf"
+    mirror = Endpoint(registry_plain.host, "sample/app", mirror=True)
+    found = _check(Route((mirror,), blocked=reason), f"{SOURCE}/sample/app:1.0.0")
+    assert found.status is Status.FOUND and found.registry == registry_plain.host
+    gone = Endpoint(registry_plain.host, "sample/nope", mirror=True)
+    denied = _check(Route((gone,), blocked=reason), f"{SOURCE}/sample/nope:1")
+    assert denied.status is Status.DENIED
+    assert denied.message == f"{reason}; also asked: {registry_plain.host}: missing"
 
 
 def test_an_endpoint_trusts_its_own_ca(registry_token: RegistryEndpoint) -> None:
