@@ -36,10 +36,12 @@ class Invalid(Exception):
     """A reason a file cannot be used, and the line it is on when known; the loader turns it
     into a :class:`~imagecheck.errors.ConfigFileError` naming the file."""
 
-    def __init__(self, reason: str, line: int | None = None) -> None:
+    def __init__(self, reason: str, line: int | None = None, key: str = "") -> None:
         super().__init__(reason)
         self.reason = reason
         self.line = line
+        # The key whose value is wrong: its own line is found when the error is raised.
+        self.key = key
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,14 +160,14 @@ def _kind(value: object) -> str:
 def _string(table: dict[str, object], key: str, where: str = "", line: int | None = None) -> str:
     value = table.get(key, "")
     if not isinstance(value, str):
-        raise Invalid(f"{where}{key} must be a string, not {_kind(value)}", line)
+        raise Invalid(f"{where}{key} must be a string, not {_kind(value)}", line, key)
     return value
 
 
 def _bool(table: dict[str, object], key: str, where: str, line: int | None) -> bool:
     value = table.get(key, False)
     if not isinstance(value, bool):
-        raise Invalid(f"{where}{key} must be true or false, not {_kind(value)}", line)
+        raise Invalid(f"{where}{key} must be true or false, not {_kind(value)}", line, key)
     return value
 
 
@@ -212,7 +214,11 @@ def _registries(document: dict[str, object], lines: list[str]) -> tuple[RawRegis
         line = starts[index] if starts else None
         end = starts[index + 1] if starts and index + 1 < len(starts) else len(lines) + 1
         mine = [n for n in mirror_starts or () if line is not None and line < n < end]
-        registries.append(_registry(table, line, mine))
+        try:
+            registries.append(_registry(table, line, mine))
+        except Invalid as exc:
+            exc.line = _key_after(lines, exc.key, exc.line)
+            raise
     return tuple(registries)
 
 
@@ -274,6 +280,15 @@ def _header_lines(lines: list[str], header: re.Pattern[str], expected: int | Non
     one."""
     found = [number for number, text in enumerate(lines, 1) if header.match(text)]
     return found if expected is None or len(found) == expected else []
+
+
+def _key_after(lines: list[str], key: str, start: int | None) -> int | None:
+    """The line of ``key`` in the table that starts at line ``start`` (its first assignment
+    from there on), else ``start``: a wrong value is named where it is written."""
+    if not key or start is None:
+        return start
+    found = _key_line(lines[start - 1 :], key)
+    return start + found - 1 if found is not None else start
 
 
 def _key_line(lines: list[str], key: str) -> int | None:

@@ -214,7 +214,12 @@ def test_what_containers_image_refuses_is_a_one_line_error(name: str, reason: st
 
 # (file content, what the error says, the line it names)
 BAD = [
-    ('[[registry]]\nlocation = "a.example"\ninsecure = "yes"\n', "insecure must be true", 1),
+    ('[[registry]]\nlocation = "a.example"\ninsecure = "yes"\n', "insecure must be true", 3),
+    (
+        '[[registry]]\nlocation = "a"\n[[registry.mirror]]\nlocation = "b"\ninsecure = 1\n',
+        "mirror.insecure must be true",
+        5,
+    ),
     ('[[registry]]\nlocation = "a.example"\n\n[[registry]]\nprefix = "b.example"\n', "unset", 4),
     ('x = 1\n[[registry]]\nlocation = "a.example"\nlocation = "b"\n', "not valid TOML", 4),
     ("registry = 3\n", "registry must be an array of tables", None),
