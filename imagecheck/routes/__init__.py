@@ -17,9 +17,11 @@ _EXPORTS = {
     "Router": "imagecheck.routes._types",
     "Verdict": "imagecheck.routes._types",
     "default_route": "imagecheck.routes._types",
+    "load_hosts_dir": "imagecheck.routes._containerd",
 }
 
 if TYPE_CHECKING:
+    from imagecheck.routes._containerd import load_hosts_dir
     from imagecheck.routes._types import (
         Endpoint,
         HostTLS,
@@ -33,4 +35,4 @@ if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt nam
     __getattr__, __dir__ = lazy_face(__name__, _EXPORTS, globals())
 
 
-__all__ = ["Endpoint", "HostTLS", "Route", "Router", "Verdict", "default_route"]
+__all__ = ["Endpoint", "HostTLS", "Route", "Router", "Verdict", "default_route", "load_hosts_dir"]
