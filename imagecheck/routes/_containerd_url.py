@@ -10,8 +10,9 @@ so or ``override_path`` is set. Requests then go to ``path.Join("/", path, name,
 Go's parser is followed where it decides the outcome: a scheme is letters, digits, ``+-.``
 before the first ``:``, lowercased; an authority follows ``//`` up to the next ``/``, userinfo
 is dropped, a port is digits. What Go refuses (control characters, a bad port, characters a
-host may not hold) is refused here. So are schemes other than http and https and a ``[host]``
-key without a host, which Go accepts but no request can use.
+host may not hold) is refused here. So are schemes other than http and https (``ftp://h``,
+which Go would read as the host ``ftp:``) and a ``[host]`` key without a host, which Go accepts
+but no request can use.
 """
 
 from __future__ import annotations
@@ -19,15 +20,12 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
-from urllib.parse import unquote
 
+from imagecheck.authn._urlmatch import BadURL, parse_schemeless_url
 from imagecheck.routes._types import Scheme
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
-_PORT = re.compile(r":[0-9]*")
-# Characters Go's net/url leaves unescaped in a host (shouldEscape, encodeHost), and ``%``.
-_HOST = re.compile(r"[A-Za-z0-9\-_.~!$&'()*+,;=:\[\]<>\"%]*")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_OTHER_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 _SCHEMES: dict[str, Scheme] = {"https": "https", "http": "http"}
 
 
@@ -47,48 +45,26 @@ class URLProblem(ValueError):
 
 def parse_host_url(value: str, *, override_path: bool) -> HostURL:
     """The endpoint ``value`` names, or :class:`URLProblem`."""
+    other = _OTHER_SCHEME.match(value)
+    if other is not None and not value.startswith("http"):
+        # Go would read "ftp://h" (or "HTTP://h": containerd's prefix test is case-sensitive)
+        # as the host "ftp:" after the "https://" containerd puts first.
+        raise URLProblem(f"scheme {other.group(1)!r} is not http or https")
     text = value if value.startswith("http") else "https://" + value
-    if _CONTROL.search(text):
-        raise URLProblem("a control character in the URL")
-    text = text.split("#", 1)[0].split("?", 1)[0]
-    scheme, rest = _split_scheme(text)
-    host, raw_path = "", ""
-    if rest.startswith("//"):
-        authority, slash, tail = rest[2:].partition("/")
-        host = _host(authority.rpartition("@")[2])
-        raw_path = slash + tail
-    elif not rest.startswith("/") and scheme:
-        rest = ""  # Go: an opaque URL ("http:name"), no host and no path
-    else:
-        raw_path = rest
-    known = _SCHEMES.get(scheme)
-    if known is None:
-        raise URLProblem(f"scheme {scheme or '(none)'!r} is not http or https")
-    return HostURL(known, host, _api_root(unquote(raw_path), override_path=override_path))
-
-
-def _split_scheme(text: str) -> tuple[str, str]:
-    # Go's getScheme: a character that cannot be in a scheme before any ":" means no scheme.
     match = _SCHEME.match(text)
-    if match is None:
-        return "", text
-    return match.group(1).lower(), text[match.end() :]
-
-
-def _host(host: str) -> str:
-    if host.startswith("["):
-        end = host.find("]")
-        if end < 0:
-            raise URLProblem("missing ']' in host")
-        port = host[end + 1 :]
-    else:
-        colon = host.rfind(":")
-        port = host[colon:] if colon >= 0 else ""
-    if not _PORT.fullmatch(port or ":"):
-        raise URLProblem(f"invalid port {port!r}")
-    if not _HOST.fullmatch(host):
-        raise URLProblem(f"invalid character in host name {host!r}")
-    return host
+    scheme = _SCHEMES.get(match.group(1).lower()) if match else None
+    if scheme is None:
+        raise URLProblem(f"scheme {match.group(1) if match else '(none)'!r} is not http or https")
+    rest = text[match.end() :] if match else text
+    if not rest.startswith("//"):
+        return HostURL(scheme, "", "/v2")  # Go: "http:name" has neither host nor path
+    try:
+        # The authority and path, as Go's url.Parse reads them (shared with the kubelet's
+        # image matching, which parses the same way).
+        parsed = parse_schemeless_url(rest[2:])
+    except BadURL as exc:
+        raise URLProblem(str(exc)) from None
+    return HostURL(scheme, parsed.host, _api_root(parsed.path, override_path=override_path))
 
 
 def _api_root(path: str, *, override_path: bool) -> str:

@@ -243,8 +243,6 @@ def test_hosts_in_file_order_server_last(tmp_path: Path) -> None:
         ("https://mirror.local/api", True, "https", "mirror.local", "/api"),
         ("https://mirror.local", True, "https", "mirror.local", ""),
         ("https://user:pw@mirror.local?x=1#y", False, "https", "mirror.local", "/v2"),
-        # Not "http"-prefixed (case matters), so "https://" goes first: Go's url.Parse, as is.
-        ("HTTP://mirror.local", False, "https", "HTTP:", "/mirror.local/v2"),
         ("https://[::1]:5000/p%2Fq", False, "https", "[::1]:5000", "/p/q/v2"),
     ],
 )
