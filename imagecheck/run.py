@@ -36,6 +36,7 @@ from imagecheck.reference import Reference, parse_reference
 from imagecheck.registry import ClientOptions, ImageChecker, Platform, Progress, parse_platform
 from imagecheck.registry._tls import trusted_context, verifying_context
 from imagecheck.result import CheckResult
+from imagecheck.routes import load_router
 
 _DEFAULTS = ClientOptions()
 DEFAULT_DEADLINE = 60.0
@@ -86,6 +87,8 @@ def client_options(
     concurrency: int = _DEFAULTS.concurrency,
     platform: str | Platform | None = None,
     mirrors: Mirrors = (),
+    hosts_dir: PathText | None = None,
+    registries_conf: PathText | None = None,
     insecure_registries: Iterable[str] = (),
     ca_files: Iterable[PathText] = (),
     denied_as_missing: bool = False,
@@ -95,7 +98,8 @@ def client_options(
     _check_range("timeout", timeout, TIMEOUT_RANGE)
     _check_range("retries", retries, RETRIES_RANGE, whole=True)
     _check_range("concurrency", concurrency, CONCURRENCY_RANGE, whole=True)
-    pairs = mirrors.items() if isinstance(mirrors, Mapping) else mirrors
+    pairs = list(mirrors.items() if isinstance(mirrors, Mapping) else mirrors)
+    router = load_router(hosts_dir=hosts_dir, registries_conf=registries_conf, mirrors=bool(pairs))
     return ClientOptions(
         timeout=float(timeout),
         retries=retries,
@@ -106,6 +110,7 @@ def client_options(
         denied_as_missing=denied_as_missing,
         platform=parse_platform(platform) if isinstance(platform, str) else platform,
         deep=deep,
+        router=router,
     )
 
 
@@ -209,6 +214,8 @@ async def acheck(
     concurrency: int = _DEFAULTS.concurrency,
     platform: str | Platform | None = None,
     mirrors: Mirrors = (),
+    hosts_dir: PathText | None = None,
+    registries_conf: PathText | None = None,
     insecure_registries: Iterable[str] = (),
     ca_files: Iterable[PathText] = (),
     denied_as_missing: bool = False,
@@ -234,6 +241,9 @@ async def acheck(
     - ``concurrency``: images checked at once.
     - ``platform``: ``"linux/arm64"``, ``"auto"`` or a ``Platform``: the image must offer it.
     - ``mirrors``: ``(registry, mirror)`` pairs (or a mapping), asked mirror first, in order.
+    - ``hosts_dir``, ``registries_conf``: the node's registry configuration (containerd's
+      ``hosts.toml`` directory, or CRI-O's ``registries.conf``): ask the hosts it names, in
+      the runtime's order, with its TLS settings; the result names the host that answered.
     - ``insecure_registries``: hosts allowed plain HTTP and unverified TLS (and token realm
       hosts allowed credentials over plain HTTP).
     - ``ca_files``: extra PEM CA files to trust (``SSL_CERT_FILE``/``SSL_CERT_DIR`` too).
@@ -258,6 +268,8 @@ async def acheck(
         concurrency=concurrency,
         platform=platform,
         mirrors=mirrors,
+        hosts_dir=hosts_dir,
+        registries_conf=registries_conf,
         insecure_registries=insecure_registries,
         ca_files=ca_files,
         denied_as_missing=denied_as_missing,

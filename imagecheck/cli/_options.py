@@ -81,6 +81,16 @@ def registry_options(command: Command) -> Command:
                      metavar="SOURCE=MIRROR",
                      help="Ask MIRROR first for SOURCE's images, then SOURCE itself, as "
                      "containerd's hosts.toml mirrors (repeatable, in order)."),
+        click.option("--hosts-dir", type=click.Path(file_okay=False, path_type=Path),
+                     metavar="DIR",
+                     help="The node's containerd registry configuration (its config_path, "
+                     "e.g. /etc/containerd/certs.d): ask the hosts its hosts.toml files name, "
+                     "in containerd's order, with their TLS settings, capabilities and paths."),
+        click.option("--registries-conf", type=click.Path(dir_okay=False, path_type=Path),
+                     metavar="FILE",
+                     help="The node's registries.conf (CRI-O, podman): its mirrors, prefix "
+                     "rewrites, blocked and insecure registries and short-name aliases, as "
+                     "containers/image reads them."),
         click.option("--insecure-registry", "insecure", multiple=True, metavar="HOST[:PORT]",
                      help="Allow plain HTTP and unverified TLS for this registry, or "
                      "credentials over plain HTTP to this token realm host (repeatable)."),

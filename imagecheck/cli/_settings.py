@@ -44,6 +44,8 @@ class CheckSettings:
     image_credential_provider_bin_dir: str | None = None
     cloud_auth: CloudAuth = "auto"
     deep: bool = False
+    hosts_dir: Path | None = None
+    registries_conf: Path | None = None
     # run options (check, scan); serve has its own notion of each
     deadline: float | None = None  # None: imagecheck.run.default_deadline
     wait: float | None = None
@@ -58,6 +60,8 @@ class CheckSettings:
             concurrency=self.concurrency,
             platform=self.platform,
             mirrors=self.mirrors,
+            hosts_dir=self.hosts_dir,
+            registries_conf=self.registries_conf,
             insecure_registries=self.insecure,
             ca_files=self.ca_files,
             denied_as_missing=self.denied_as_missing,

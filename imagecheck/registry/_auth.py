@@ -112,8 +112,21 @@ class _SharedLock:
     users: int = 0
 
 
+# A request's repository, when its path may not say it (an API root other than /v2).
+SCOPE = "imagecheck.repository"
+
+
+def scope_extension(repository: str) -> dict[str, str]:
+    """Request extensions naming the repository a request is about (for its token scope)."""
+    return {SCOPE: repository}
+
+
 def repository_scope(request: httpx.Request) -> str:
-    """``repository:<name>:pull`` for a request to ``/v2/<name>/(manifests|blobs|tags)/...``."""
+    """``repository:<name>:pull`` for a request about a repository: named in its extensions
+    (``scope_extension``), else read from ``/v2/<name>/(manifests|blobs|tags)/...``."""
+    named = request.extensions.get(SCOPE)
+    if isinstance(named, str) and named:
+        return f"repository:{named}:pull"
     path = request.url.path
     if not path.startswith("/v2/"):
         return ""

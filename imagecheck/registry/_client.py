@@ -43,13 +43,15 @@ from imagecheck.registry._auth import RegistryAuth, TokenCache
 from imagecheck.registry._batch import LastErrors, Progress, check_many
 from imagecheck.registry._manifest import ManifestCheck
 from imagecheck.registry._netguard import check_destination
-from imagecheck.registry._ping import PROBE, Clients, Registries
+from imagecheck.registry._ping import PROBE, Clients, ClientsByTLS, Registries
 from imagecheck.registry._platform import Platform
 from imagecheck.registry._retry import RetryPolicy
+from imagecheck.registry._routing import check_route, route_of
 from imagecheck.registry._session import Session, new_session
-from imagecheck.registry._tls import Trust, insecure_ssl_context
+from imagecheck.registry._tls import Trust
 from imagecheck.registry._tokens import TokenFetcher
 from imagecheck.result import CheckResult, Status
+from imagecheck.routes import Endpoint, HostTLS, Router
 
 log = logging.getLogger("imagecheck")
 
@@ -73,6 +75,9 @@ class ClientOptions:
     # Found is not enough: the config and every layer blob of the platform's manifest (the
     # one above, else this machine's) must be there too.
     deep: bool = False
+    # The node runtime's registry configuration (``imagecheck.routes``): which hosts to ask
+    # for a reference, in which order, and how. None: the mirrors above, then the registry.
+    router: Router | None = None
 
 
 class ImageChecker:
@@ -112,16 +117,13 @@ class ImageChecker:
 
         # Registries and token services each have a pool of their own (ping.Clients).
         self._clients = Clients(client(self._trust.context), client(self._trust.context))
+        # Per other TLS setting (a runtime's configuration gives some), its clients.
+        self._tls = ClientsByTLS(client, self.options.ca_files)
         # Only when some registry is explicitly insecure: TLS without verification.
-        self._insecure_clients = (
-            Clients(client(insecure_ssl_context()), client(insecure_ssl_context()))
-            if self.options.insecure_registries
-            else self._clients
-        )
+        insecure = self.options.insecure_registries
+        unverified = self._tls(HostTLS(skip_verify=True)) if insecure else self._clients
         # Per registry host, what its ping said; bounded.
-        self._registries = Registries(
-            self._clients, self._insecure_clients, self._trust, self.options.insecure_registries
-        )
+        self._registries = Registries(self._clients, unverified, self._trust, insecure, self._tls)
 
     async def __aenter__(self) -> Self:
         return self
@@ -130,10 +132,7 @@ class ImageChecker:
         await self.aclose()
 
     async def aclose(self) -> None:
-        pairs = [self._clients]
-        if self._insecure_clients is not self._clients:
-            pairs.append(self._insecure_clients)
-        for pair in pairs:
+        for pair in [self._clients, *self._tls.made()]:
             await pair.registry.aclose()
             await pair.token.aclose()
 
@@ -174,39 +173,42 @@ class ImageChecker:
     ) -> CheckResult:
         """Check one reference; never raises for registry trouble (that is a result).
 
-        With mirrors configured for its registry, they are asked first, in order, and the
-        registry itself last, as containerd does with ``hosts.toml``: the first *found* wins,
-        and only the last host's answer is final otherwise. ``keychain`` replaces the
-        checker's own for this check (the webhook adds a pod's pull secrets).
+        The hosts asked are the route's (``_routing.py``): the router's, when the node's
+        runtime configuration was given, else the mirrors given for its registry, in order,
+        then the registry itself: the first *found* wins, and only the last host's answer is
+        final otherwise. ``keychain`` replaces the checker's own for this check (the webhook
+        adds a pod's pull secrets).
         """
         image = str(ref) if image is None else image
         started = time.monotonic()
-        endpoints = self._endpoints(ref)
-        tried: list[str] = []
-        for endpoint in endpoints:
-            result = await self._check_endpoint(endpoint, image, deadline, keychain)
-            if result.status is Status.FOUND or endpoint is endpoints[-1]:
-                break
-            tried.append(f"{endpoint.api_host}: {result.status.value}")
+        route = route_of(ref, image, self.options.router, self.options.mirrors)
+        if isinstance(route, CheckResult):
+            return route
+
+        async def ask(endpoint: Endpoint, at: Reference) -> CheckResult:
+            return await self._check_endpoint(at, image, deadline, keychain, endpoint)
+
+        result = await check_route(route, ref, image, ask, named=self.options.router is not None)
         self._last_error.pop(image)  # the result says it now
-        if tried:
-            result = replace(result, message=f"{result.message} (mirrors: {'; '.join(tried)})")
         elapsed = (time.monotonic() - started) * 1000
         return replace(result, reference=ref, elapsed_ms=elapsed)
 
-    def _endpoints(self, ref: Reference) -> list[Reference]:
-        mirrors = [m for source, m in self.options.mirrors if source == ref.registry]
-        return [*(replace(ref, registry=m) for m in mirrors), ref]
-
     async def _check_endpoint(
-        self, ref: Reference, image: str, deadline: Deadline, keychain: Keychain | None
+        self,
+        ref: Reference,
+        image: str,
+        deadline: Deadline,
+        keychain: Keychain | None,
+        endpoint: Endpoint | None = None,
     ) -> CheckResult:
         keys = keychain or self.keychain
         try:
             # Before any request to the registry, inside the deadline, outside the attempt's
             # timeout: a credential helper runs here, once per registry.
             creds = await resolve_credentials(keys, ref, deadline)
-            result = await self.retry.run(lambda: self._attempt(ref, image, creds), deadline)
+            result = await self.retry.run(
+                lambda: self._attempt(ref, image, creds, endpoint), deadline
+            )
         except RegistryError as exc:
             status = Status.DENIED if isinstance(exc, AuthenticationError) else Status.ERROR
             return CheckResult(
@@ -228,19 +230,23 @@ class ImageChecker:
     # -- one attempt ----------------------------------------------------------------------
 
     async def _attempt(
-        self, ref: Reference, image: str, candidates: Sequence[Credentials]
+        self,
+        ref: Reference,
+        image: str,
+        candidates: Sequence[Credentials],
+        endpoint: Endpoint | None = None,
     ) -> CheckResult:
         """One try at one host, within the attempt's timeout: the ping (once per host), then
         the manifest."""
         try:
             async with asyncio.timeout(self.options.timeout):
-                registry = await self._registries.reach(ref)
+                registry = await self._registries.reach(ref, endpoint)
                 fetcher = TokenFetcher(
                     registry.clients.token, registry_host=registry.auth.base_url.host
                 )
                 auth = RegistryAuth(registry.auth, candidates, self._tokens, fetcher)
                 check = ManifestCheck(
-                    ref, image, registry, auth, self.options.platform, self.options.deep
+                    ref, image, registry, auth, self.options.platform, self.options.deep, endpoint
                 )
                 return await check.run()
         except TimeoutError:

@@ -26,7 +26,7 @@ from imagecheck._capped import MAX_ERROR_BODY, MAX_MANIFEST_SIZE, read_capped, r
 from imagecheck._text import printable
 from imagecheck.errors import Hint, ProtocolError
 from imagecheck.reference import Reference
-from imagecheck.registry._auth import RegistryAuth
+from imagecheck.registry._auth import RegistryAuth, scope_extension
 from imagecheck.registry._blobs import BlobCheck, Read
 from imagecheck.registry._digest import answered_digest, registered_digest
 from imagecheck.registry._exceptions import transport_errors
@@ -45,6 +45,7 @@ from imagecheck.registry._platform import (
 from imagecheck.registry._retry import TRANSIENT_STATUS_CODES
 from imagecheck.registry._status import status_error
 from imagecheck.result import CheckResult, Status
+from imagecheck.routes import Endpoint
 
 # Registries that cannot HEAD a manifest answer one of these; GET then tells.
 HEAD_UNSUPPORTED = frozenset({400, 405, 501})
@@ -88,6 +89,9 @@ class ManifestCheck:
     platform: Platform | None = None
     # Also ask for the config and layer blobs (``_blobs.py``).
     deep: bool = False
+    # The route's endpoint asked, when a runtime's configuration named it: its query
+    # parameter and headers go on every request.
+    endpoint: Endpoint | None = None
 
     async def run(self) -> CheckResult:
         """The check's result; TransientError (and other RegistryErrors) raise."""
@@ -138,14 +142,18 @@ class ManifestCheck:
         base = self.registry.auth.base_url
         # A validated repository and tag or digest: no character to escape, and copy_with
         # skips the URL parsing that join would do again for every request.
-        url = base.copy_with(path=path or f"/v2/{ref.repository}/manifests/{ref.identifier}")
+        path = path or f"/v2/{ref.repository}/manifests/{ref.identifier}"
+        url = base.copy_with(path=self.registry.api_path(path), query=self._query())
         client = self.registry.client
         request = client.build_request(
             method,
             url,
             headers={"Accept": MANIFEST_ACCEPT, **(headers or {})},
-            extensions=named_host(base.host),
+            extensions={**named_host(base.host), **scope_extension(ref.repository)},
         )
+        if self.endpoint is not None:
+            for name, value in self.endpoint.headers:
+                request.headers[name] = value
         async with transport_errors(ref.api_host):
             response = await client.send(request, auth=self.auth, stream=True)
             try:
@@ -155,6 +163,12 @@ class ManifestCheck:
         if response.status_code in TRANSIENT_STATUS_CODES:
             raise status_error(response, ref.api_host, body=answer.body or b"")
         return answer
+
+    def _query(self) -> bytes | None:
+        """containerd's ``?ns=<registry>`` on a request to a host that is not the reference's
+        own (``remotes/docker/resolver.go``, ``addNamespace``)."""
+        namespace = self.endpoint.namespace if self.endpoint is not None else None
+        return f"ns={namespace}".encode("ascii") if namespace else None
 
     def _classify(self, answer: Answer) -> CheckResult:
         ref, host, status = self.ref, self.ref.api_host, answer.status

@@ -13,7 +13,8 @@ from pathlib import Path
 import certifi
 
 from imagecheck._files import MAX_CA_FILE, read_regular_file
-from imagecheck.errors import UsageError
+from imagecheck.errors import CertificateError, UsageError
+from imagecheck.routes import HostTLS
 
 _HASHED_CERT_RE = re.compile(r"^[0-9a-f]{8}\.[0-9]+$")
 
@@ -119,6 +120,30 @@ def _has_hashed_certs(directory: str) -> bool:
             return any(_HASHED_CERT_RE.match(entry.name) for entry in entries)
     except OSError:
         return False
+
+
+def endpoint_context(tls: HostTLS, ca_files: Sequence[Path] = ()) -> ssl.SSLContext:
+    """The context of an endpoint whose runtime configuration gives TLS settings, as
+    containerd builds it (``remotes/docker/config/hosts.go``): no verification with
+    ``skip_verify``, else the system store with the checker's and the endpoint's CAs; its
+    client certificates either way. A file that cannot be used is a certificate error naming
+    it (the configuration's reader has checked what it could)."""
+    try:
+        ctx = (
+            insecure_ssl_context()
+            if tls.skip_verify
+            else verifying_context((*ca_files, *tls.ca_files))
+        )
+        if not tls.skip_verify:
+            load_system_trust(ctx)
+    except UsageError as exc:
+        raise CertificateError(str(exc)) from None
+    for cert, key in tls.client_pairs:
+        try:
+            ctx.load_cert_chain(cert, key)
+        except (OSError, ssl.SSLError) as exc:
+            raise CertificateError(f"cannot load client certificate {cert}: {exc}") from None
+    return ctx
 
 
 def insecure_ssl_context() -> ssl.SSLContext:

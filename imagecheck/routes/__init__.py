@@ -18,10 +18,12 @@ _EXPORTS = {
     "Verdict": "imagecheck.routes._types",
     "default_route": "imagecheck.routes._types",
     "load_hosts_dir": "imagecheck.routes._containerd",
+    "load_router": "imagecheck.routes._load",
 }
 
 if TYPE_CHECKING:
     from imagecheck.routes._containerd import load_hosts_dir
+    from imagecheck.routes._load import load_router
     from imagecheck.routes._types import (
         Endpoint,
         HostTLS,
@@ -35,4 +37,13 @@ if not TYPE_CHECKING:  # hidden from checkers, which would take any misspelt nam
     __getattr__, __dir__ = lazy_face(__name__, _EXPORTS, globals())
 
 
-__all__ = ["Endpoint", "HostTLS", "Route", "Router", "Verdict", "default_route", "load_hosts_dir"]
+__all__ = [
+    "Endpoint",
+    "HostTLS",
+    "Route",
+    "Router",
+    "Verdict",
+    "default_route",
+    "load_hosts_dir",
+    "load_router",
+]
