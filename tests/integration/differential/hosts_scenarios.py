@@ -15,7 +15,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -94,9 +94,11 @@ def hosts(
             host_dir = tree / directory.format(**values)
             host_dir.mkdir()
             (host_dir / "hosts.toml").write_text(toml.format(**values), encoding="utf-8")
-            named = {"mirror": proxy.host, "upstream": registry, "": ""}[answered_by]
+            mirror_url = f"{'https' if reached.tls else 'http'}://{proxy.host}"
+            named = {"mirror": mirror_url, "upstream": f"http://{registry}", "": ""}[answered_by]
             access = Access(registry=registry, plain_http=True, hosts_dir=tree)
-            yield Case(f"{registry}/{name.format(**values)}", access, answered_by=named)
+            answered = f"answered by {named}" if named else ""
+            yield Case(f"{registry}/{name.format(**values)}", access, answered_by=answered)
 
     return prepare
 
@@ -114,7 +116,7 @@ MIRROR = '[host."http://{mirror}"]\n  capabilities = ["pull", "resolve"]\n'
 HEADER = f'  header = {{{{ "{MIRROR_KEY[0]}" = "{MIRROR_KEY[1]}" }}}}\n'
 PULL_ONLY = '[host."http://{mirror}"]\n  capabilities = ["pull"]\n'
 
-HOSTS: tuple[Scenario, ...] = (
+_HOSTS: tuple[Scenario, ...] = (
     Scenario(
         "hosts-mirror-has-it",
         GROUP,
@@ -150,7 +152,7 @@ HOSTS: tuple[Scenario, ...] = (
         GROUP,
         "mirror-only: the server is a closed port, the mirror lacks it",
         ERROR,
-        hosts("sample/app:docker", SERVER + MIRROR, upstream_down=True),
+        hosts("sample/app:docker", SERVER + MIRROR, answered_by="upstream", upstream_down=True),
     ),
     Scenario(
         "hosts-server-blocked",
@@ -222,6 +224,7 @@ HOSTS: tuple[Scenario, ...] = (
         hosts(
             "mirror/only:1",
             SERVER + '[host."https://{mirror}"]\n',
+            answered_by="mirror",
             mirror=Mirror(tls=True),
         ),
         skopeo=MISSING,
@@ -255,3 +258,6 @@ HOSTS: tuple[Scenario, ...] = (
         skopeo=MISSING,
     ),
 )
+
+# JSON output: a found result's message (which says the host that answered) is in it.
+HOSTS = tuple(replace(scenario, options=("--output", "json")) for scenario in _HOSTS)

@@ -19,6 +19,7 @@ table in :func:`classify` is the one place that reads them.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -410,4 +411,20 @@ def imagecheck_verdict(
         args += ["--hosts-dir", str(access.hosts_dir)]
     done = run_cli([*args, reference], home, stdin=stdin, timeout=PULL_TIMEOUT)
     verdict = _EXIT_VERDICTS.get(done.code, Verdict.ERROR)
-    return Answer(verdict, _last_line(done.stderr or done.stdout))
+    return Answer(verdict, _json_detail(done.stdout) or _last_line(done.stderr or done.stdout))
+
+
+def _json_detail(stdout: str) -> str:
+    """With ``--output json``, the result's status and message (a found result's message says
+    which host answered, where the text output shows only the digest)."""
+    try:
+        results = json.loads(stdout)
+    except ValueError:
+        return ""
+    if not isinstance(results, list):
+        return ""
+    return "; ".join(
+        f"{r.get('status')}: {r.get('message') or r.get('digest')}"
+        for r in results
+        if isinstance(r, dict)
+    )
