@@ -17,11 +17,13 @@ _EXPORTS = {
     "Router": "imagecheck.routes._types",
     "Verdict": "imagecheck.routes._types",
     "default_route": "imagecheck.routes._types",
+    "load_hosts_dir": "imagecheck.routes._containerd",
     "load_registries_conf": "imagecheck.routes._registries",
     "load_router": "imagecheck.routes._load",
 }
 
 if TYPE_CHECKING:
+    from imagecheck.routes._containerd import load_hosts_dir
     from imagecheck.routes._load import load_router
     from imagecheck.routes._registries import load_registries_conf
     from imagecheck.routes._types import (
@@ -44,6 +46,7 @@ __all__ = [
     "Router",
     "Verdict",
     "default_route",
+    "load_hosts_dir",
     "load_registries_conf",
     "load_router",
 ]

@@ -36,7 +36,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from tests.support.hostile import (
@@ -198,7 +198,9 @@ class FaultProxy(HostileServer):
     """A reverse proxy on ``127.0.0.1:<random port>`` in front of ``upstream`` (a plain-HTTP
     base URL such as ``http://127.0.0.1:5000``). A context manager; see the module doc.
     With ``ssl_context`` it serves HTTPS (a registry behind a TLS-terminating proxy); the
-    upstream is still asked over plain HTTP."""
+    upstream is still asked over plain HTTP. With ``rewrite=(prefix, replacement)`` a forwarded
+    request whose path starts with ``prefix`` is asked upstream with ``replacement`` instead (a
+    registry served under a path prefix); rules still see the path as the client sent it."""
 
     def __init__(
         self,
@@ -207,6 +209,7 @@ class FaultProxy(HostileServer):
         max_connections: int = 64,
         upstream_timeout: float = 30.0,
         ssl_context: ssl.SSLContext | None = None,
+        rewrite: tuple[str, str] | None = None,
     ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or parts.hostname is None or parts.port is None:
@@ -214,6 +217,7 @@ class FaultProxy(HostileServer):
         self.upstream_host = parts.hostname
         self.upstream_port = parts.port
         self.upstream_timeout = upstream_timeout
+        self.rewrite = rewrite
         self._rules_lock = threading.Lock()
         self._rules: list[Rule] = []
         # Relayed headers were read as latin-1: sent back the same, byte for byte.
@@ -274,14 +278,16 @@ class FaultProxy(HostileServer):
         head_only = request.method == "HEAD"
         match action:
             case Forward() | StripHeaders() | SetHeaders() | Rewrite() | Replace():
-                answer = altered(action, self._upstream(conn).relay(request))
+                answer = altered(action, self._upstream(conn).relay(self._rewritten(request)))
             case Respond() | Flood():
                 answer = action.reply()
             case Hang(seconds=seconds):
                 conn.hang(seconds)
                 return None, False
             case Trickle(reply=reply):
-                answer = self._upstream(conn).relay(request) if reply is None else reply
+                answer = (
+                    self._upstream(conn).relay(self._rewritten(request)) if reply is None else reply
+                )
                 conn.reply(answer, head_only=head_only, trickle=action)
                 return answer.status, True
             case Reset(partial=partial, rst=rst):
@@ -290,6 +296,12 @@ class FaultProxy(HostileServer):
             case _:
                 raise TypeError(f"not a fault proxy action: {action!r}")
         return answer.status, conn.reply(answer, head_only=head_only)
+
+    def _rewritten(self, request: Request) -> Request:
+        if self.rewrite is None or not request.target.startswith(self.rewrite[0]):
+            return request
+        prefix, replacement = self.rewrite
+        return replace(request, target=replacement + request.target[len(prefix) :])
 
     def _upstream(self, conn: Connection) -> Upstream:
         """This connection's upstream connection, opened on first use."""

@@ -19,6 +19,7 @@ table in :func:`classify` is the one place that reads them.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -74,6 +75,10 @@ class Access:
     # realm host of a registry behind a TLS-terminating proxy. containerd needs no such
     # declaration for a realm; imagecheck does when it would send credentials there.
     insecure_hosts: tuple[str, ...] = ()
+    # A containerd registry configuration directory (``certs.d``) given as it is to containerd
+    # (``--hosts-dir``, the CRI plugin's ``config_path``) and to imagecheck (``--hosts-dir``);
+    # no hosts.toml is written then. skopeo reads no hosts.toml: it asks ``registry`` itself.
+    hosts_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -259,7 +264,8 @@ class Containerd:
         return Answer(attempts[-1], detail, tuple(attempts))
 
     def _pull_once(self, reference: str, access: Access) -> tuple[Verdict, str]:
-        with tempfile.TemporaryDirectory(prefix="hosts-", dir=self.workdir) as hosts_dir:
+        with tempfile.TemporaryDirectory(prefix="hosts-", dir=self.workdir) as scratch:
+            hosts_dir = str(access.hosts_dir or scratch)
             args = [
                 self.ctr,
                 "--address",
@@ -271,7 +277,8 @@ class Containerd:
                 "--hosts-dir",
                 hosts_dir,
             ]
-            _write_hosts_toml(Path(hosts_dir), access)
+            if access.hosts_dir is None:
+                _write_hosts_toml(Path(hosts_dir), access)
             if access.user is not None:
                 args += ["--user", f"{access.user[0]}:{access.user[1]}"]
             done = _run([*args, reference])
@@ -400,6 +407,24 @@ def imagecheck_verdict(
         args += ["--mirror", f"{access.registry}={mirror.host}"]
     for host in access.insecure_hosts:
         args += ["--insecure-registry", host]
+    if access.hosts_dir is not None:
+        args += ["--hosts-dir", str(access.hosts_dir)]
     done = run_cli([*args, reference], home, stdin=stdin, timeout=PULL_TIMEOUT)
     verdict = _EXIT_VERDICTS.get(done.code, Verdict.ERROR)
-    return Answer(verdict, _last_line(done.stderr or done.stdout))
+    return Answer(verdict, _json_detail(done.stdout) or _last_line(done.stderr or done.stdout))
+
+
+def _json_detail(stdout: str) -> str:
+    """With ``--output json``, the result's status and message (a found result's message says
+    which host answered, where the text output shows only the digest)."""
+    try:
+        results = json.loads(stdout)
+    except ValueError:
+        return ""
+    if not isinstance(results, list):
+        return ""
+    return "; ".join(
+        f"{r.get('status')}: {r.get('message') or r.get('digest')}"
+        for r in results
+        if isinstance(r, dict)
+    )

@@ -33,6 +33,8 @@ ZERO_DIGEST = "sha256:" + "0" * 64
 class Case:
     reference: str
     access: Access
+    # The host (``host:port``) imagecheck's answer must name, where a route has several.
+    answered_by: str = ""
 
 
 Prepare = Callable[[Site], AbstractContextManager[Case]]

@@ -37,4 +37,5 @@ def test_agreement(
     )
     assert kubelet.verdict == scenario.kubelet, f"containerd: {kubelet.detail}"
     assert ours.verdict == scenario.imagecheck_expected, f"imagecheck: {ours.detail}"
+    assert case.answered_by in ours.detail, f"imagecheck names another host: {ours.detail}"
     assert peer.verdict == scenario.skopeo_expected, f"skopeo: {peer.detail}"
