@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from os import PathLike
 from pathlib import Path
+from typing import cast
 
-from imagecheck import routes
 from imagecheck.errors import UsageError
 from imagecheck.routes._types import Router
 
@@ -34,7 +36,14 @@ def load_router(
             "which mirrors the node asks: add them to it"
         )
     if hosts_dir is not None:
-        return routes.load_hosts_dir(Path(hosts_dir))  # the face imports it only now
+        return _loader("_containerd", "load_hosts_dir")(Path(hosts_dir))
     if registries_conf is not None:
-        return routes.load_registries_conf(Path(registries_conf))
+        return _loader("_registries", "load_registries_conf")(Path(registries_conf))
     return None
+
+
+def _loader(module: str, name: str) -> Callable[[Path], Router]:
+    """A reader, imported when a configuration is given: a command without one never pays
+    for the TOML parser and the readers' tables (the start-up of every check)."""
+    found = getattr(importlib.import_module(f"imagecheck.routes.{module}"), name)
+    return cast(Callable[[Path], Router], found)
