@@ -94,9 +94,18 @@ def text_chunks(results: Sequence[CheckResult]) -> Iterator[str]:
     width = max((len(shown(r)) for r in results), default=0)
     separator = ""
     for r in results:
-        detail = r.digest if r.status is Status.FOUND and r.digest else _line(r.message)
+        detail = _detail(r)
         yield separator + f"{r.status.value:<8} {shown(r):<{width}}  {detail}".rstrip()
         separator = "\n"
+
+
+def _detail(r: CheckResult) -> str:
+    """A found image's digest, and the host that had it when that is not the reference's
+    own (a mirror, a host the node's registry configuration routes to); else the reason."""
+    if r.status is not Status.FOUND or not r.digest:
+        return _line(r.message)
+    own = r.reference.api_host if r.reference is not None else None
+    return f"{r.digest} via {r.registry}" if r.registry and r.registry != own else r.digest
 
 
 def render_json(results: Sequence[CheckResult]) -> str:
@@ -162,7 +171,7 @@ def status_groups(
             lines.append(f"{status.value} ({len(images)})")
         for image in images:
             r = results[image]
-            detail = r.digest if status is Status.FOUND and r.digest else _line(r.message)
+            detail = _detail(r)
             lines.append(f"  {shown(r)}  {detail}".rstrip())
             lines.extend(f"    {where(place)}" for place in places[image])
     return lines

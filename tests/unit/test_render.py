@@ -217,3 +217,12 @@ def test_scan_outputs_show_where_a_rewritten_image_was_written() -> None:
     assert render_scan_text([rewritten], invalid, []).splitlines()[-1] == (
         "    kustomization.yaml:4 (Deployment/web, container app, rewrites base/deploy.yaml:9)"
     )
+
+
+def test_text_names_the_host_that_had_the_image_when_not_its_own() -> None:
+    ref = parse_reference("docker.io/library/busybox:1")
+    digest = "sha256:" + "a" * 64
+    own = CheckResult("busybox:1", ref, Status.FOUND, digest=digest, registry=ref.api_host)
+    mirrored = CheckResult("busybox:1", ref, Status.FOUND, digest=digest, registry="m.local:5000")
+    assert render_text([own]).endswith(digest)
+    assert render_text([mirrored]).endswith(f"{digest} via m.local:5000")
