@@ -212,7 +212,9 @@ class Runner:
         process["capabilities"] = {key: [] for key in ("bounding", "effective", "permitted")}
         process["noNewPrivileges"] = True  # allowPrivilegeEscalation: false
         spec["root"] = {"path": str(rootfs), "readonly": True}
-        spec["mounts"] += _pod_mounts(container, work)
+        pod = _pod_mounts(container, work)
+        replaced = {m["destination"] for m in pod}  # e.g. a pod's own /etc/hosts
+        spec["mounts"] = [m for m in spec["mounts"] if m["destination"] not in replaced] + pod
         spec["linux"]["cgroupsPath"] = cgroup
         spec["linux"]["resources"]["memory"] = {"limit": container.memory_limit}
         return spec
