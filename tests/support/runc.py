@@ -8,11 +8,12 @@ pod's ``args`` and ``env``; the host's network (the tests' registries are on loo
 capability, arguments after the entrypoint), and with ``--config`` it takes a whole OCI
 runtime spec but no image. So each run is:
 
-1. ``ctr containers create`` with the flags ctr has (``--read-only --seccomp --net-host
-   --memory-limit``): containerd unpacks the image into a snapshot and writes the spec its
-   defaults give (mounts, masked paths, devices, the default seccomp profile);
-2. that spec, read back (``ctr containers info``) and completed as the CRI plugin would from
-   the pod's securityContext, its root the snapshot mounted (``ctr snapshots mounts``);
+1. ``ctr images mount --rw [--platform]``: containerd unpacks the image for the platform into
+   a snapshot and mounts it (``ctr containers create`` has no ``--platform``);
+2. ``ctr containers create --rootfs`` on it with the flags ctr has (``--read-only --seccomp
+   --net-host --memory-limit``): the spec containerd's defaults give (mounts, masked paths,
+   devices, the default seccomp profile), read back (``ctr containers info``) and completed
+   as the CRI plugin would from the image configuration and the pod's securityContext;
 3. ``ctr run --rm --config``, attached: its exit code, stdout, stderr.
 
 The container's cgroup is a child of one made for the run, whose
@@ -154,19 +155,16 @@ class Runner:
         """``container`` started; killed if still running, and removed, on the way out."""
         name = f"c{uuid.uuid4().hex[:12]}"
         work = self.scratch / name
-        work.mkdir(parents=True)
-        template = f"{name}-template"
-        limit = str(container.memory_limit)
-        flags = ["--read-only", "--seccomp", "--net-host", "--memory-limit", limit]
-        if container.platform:
-            flags += ["--platform", container.platform]
-        self.ctr("containers", "create", *flags, container.image, template)
         rootfs = work / "rootfs"
+        rootfs.mkdir(parents=True)
+        template = f"{name}-template"
         try:
+            upper = self._mount_image(container, rootfs)
+            limit = str(container.memory_limit)
+            flags = ["--rootfs", "--read-only", "--seccomp", "--net-host", "--memory-limit", limit]
+            self.ctr("containers", "create", *flags, str(rootfs), template)
             info = json.loads(self.ctr("containers", "info", template))
-            rootfs.mkdir()
-            upper = _mount_snapshot(self, info["SnapshotKey"], rootfs)
-            spec = self._spec(container, info["Spec"], rootfs, work, f"/{_parent(name)}/{name}")
+            spec = self._spec(container, info["Spec"], work, f"/{_parent(name)}/{name}")
             (work / "config.json").write_text(json.dumps(spec))
             (CGROUP / "memory" / _parent(name)).mkdir()
             command = [*self._ctr_args(), "run", "--rm", "--config", str(work / "config.json")]
@@ -188,18 +186,32 @@ class Runner:
                         running.kill("SIGKILL")
                     process.communicate(timeout=30)
         finally:
-            subprocess.run(["umount", str(rootfs)], capture_output=True, check=False)
             _remove_cgroups(_parent(name))
             self.daemon.run_ctr("containers", "rm", template, namespace=self.ns)
+            self.daemon.run_ctr("images", "unmount", "--rm", str(rootfs), namespace=self.ns)
             shutil.rmtree(work, ignore_errors=True)
+
+    def _mount_image(self, container: Container, rootfs: Path) -> Path:
+        """The image's snapshot for the container's platform, writable (the runtime makes it
+        read-only), mounted at ``rootfs`` (``ctr images mount``, whose key is that path); its
+        writable (upper) directory."""
+        platform = ["--platform", container.platform] if container.platform else []
+        self.ctr("images", "mount", "--rw", *platform, container.image, str(rootfs))
+        mounts = shlex.split(self.ctr("snapshots", "mounts", "/", str(rootfs)).strip())
+        options = mounts[mounts.index("-o") + 1].split(",") if "-o" in mounts else []
+        uppers = [o.split("=", 1)[1] for o in options if o.startswith("upperdir=")]
+        if not uppers:
+            raise CtrError(f"the snapshot at {rootfs} has no writable layer: {mounts!r}")
+        return Path(uppers[0])
 
     def _ctr_args(self) -> list[str]:
         return [self.daemon.ctr, "--address", str(self.daemon.socket), "--namespace", self.ns]
 
     def _spec(
-        self, container: Container, spec: dict[str, Any], rootfs: Path, work: Path, cgroup: str
+        self, container: Container, spec: dict[str, Any], work: Path, cgroup: str
     ) -> dict[str, Any]:
-        """The spec ctr wrote, as the CRI plugin would complete it from the pod."""
+        """The spec ctr wrote for the root, completed as the CRI plugin would from the image
+        configuration and the pod."""
         key = (container.image, container.platform)
         if key not in self._configs:
             self._configs[key] = image_config(self, container.image, container.platform)
@@ -207,11 +219,14 @@ class Runner:
         uid, gid = container.user
         process = spec["process"]
         process["args"] = kubelet_argv(config, container.command, container.args)
-        process["env"] = [*process["env"], *(f"{k}={v}" for k, v in container.env.items())]
+        hostname = [e for e in process["env"] if e.startswith("HOSTNAME=")]
+        pod_env = [f"{k}={v}" for k, v in container.env.items()]
+        process["env"] = [*(config.get("Env") or []), *hostname, *pod_env]
+        process["cwd"] = config.get("WorkingDir") or "/"
         process["user"] = {"uid": uid, "gid": gid, "additionalGids": [gid]}
         process["capabilities"] = {key: [] for key in ("bounding", "effective", "permitted")}
         process["noNewPrivileges"] = True  # allowPrivilegeEscalation: false
-        spec["root"] = {"path": str(rootfs), "readonly": True}
+        spec["root"]["readonly"] = True
         pod = _pod_mounts(container, work)
         replaced = {m["destination"] for m in pod}  # e.g. a pod's own /etc/hosts
         spec["mounts"] = [m for m in spec["mounts"] if m["destination"] not in replaced] + pod
@@ -247,17 +262,6 @@ def _pod_mounts(container: Container, work: Path) -> list[dict[str, Any]]:
 def _bind(source: Path, destination: str, mode: str) -> dict[str, Any]:
     options = ["rbind", mode, "nosuid", "nodev"]
     return {"destination": destination, "type": "bind", "source": str(source), "options": options}
-
-
-def _mount_snapshot(runner: Runner, key: str, target: Path) -> Path:
-    """Mount the container's snapshot at ``target`` with the command containerd gives; its
-    writable (upper) directory."""
-    command = shlex.split(runner.ctr("snapshots", "mounts", str(target), key).strip())
-    if command[:1] != ["mount"]:
-        raise CtrError(f"ctr snapshots mounts gave no mount command: {command!r}")
-    subprocess.run(command, check=True, capture_output=True)
-    options = command[command.index("-o") + 1].split(",")
-    return Path(next(o for o in options if o.startswith("upperdir=")).split("=", 1)[1])
 
 
 def _read_log(work: Path) -> str:
