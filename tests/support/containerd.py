@@ -81,6 +81,7 @@ class ContainerdDaemon:
         return self.workdir / "root"
 
     def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "config.toml"
         config.write_text(
             _CONFIG.format(root=self.root, state=self._sockdir / "state", socket=self.socket),
