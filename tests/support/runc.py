@@ -126,7 +126,9 @@ class Running:
         makes the root read-only) or a directory leading to one."""
         if self.upper is None:
             return ()
-        allowed = self.mount_points | {str(Path(p).parent) for p in self.mount_points}
+        allowed = self.mount_points | {
+            str(parent) for point in self.mount_points for parent in Path(point).parents
+        }
         found = (str(p.relative_to(self.upper)) for p in self.upper.rglob("*"))
         return tuple(sorted(p for p in found if p not in allowed))
 
