@@ -93,7 +93,7 @@ class Exited:
 
 
 class Running:
-    """A started container: :meth:`exec` in it, :meth:`kill` it, :meth:`wait` for its end."""
+    """A started container: its :meth:`pid`, :meth:`kill` it, :meth:`wait` for its end."""
 
     def __init__(
         self, runner: Runner, name: str, work: Path, process: subprocess.Popen[str]
@@ -102,12 +102,13 @@ class Running:
         self.upper: Path | None = None  # the snapshot's writable layer
         self.mount_points: set[str] = set()
 
-    def exec(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        """``argv`` run in the container, as its process runs (user, capabilities, seccomp)."""
-        exec_id = f"x{uuid.uuid4().hex[:8]}"
-        return self._runner.daemon.run_ctr(
-            "tasks", "exec", "--exec-id", exec_id, self.name, *argv, namespace=self._runner.ns
-        )
+    def pid(self) -> int:
+        """The host PID of the container's PID 1 (``ctr tasks ls``)."""
+        for line in self._runner.ctr("tasks", "ls").splitlines()[1:]:
+            fields = line.split()
+            if fields[:1] == [self.name]:
+                return int(fields[1])
+        raise CtrError(f"no task {self.name}")
 
     def kill(self, signal: str = "SIGTERM") -> None:
         """``ctr task kill``: the signal to the container's PID 1, as the kubelet stops it."""
