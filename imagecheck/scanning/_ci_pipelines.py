@@ -4,9 +4,9 @@
   of ``image:`` under ``jobs.<id>`` and ``executors.<id>``, and under the same keys of an
   orb written inline (``orbs.<name>.jobs``). ``machine.image`` is a virtual machine, not a
   container image. ``<< parameters.tag >>`` is a placeholder.
-- Drone (https://docs.drone.io/pipeline/docker/syntax/): a ``kind: pipeline`` document of
-  ``type: docker`` or ``kubernetes`` (the others run no containers): ``steps[].image`` and
-  ``services[].image``.
+- Drone (https://docs.drone.io/pipeline/docker/syntax/): a ``kind: pipeline`` document's
+  ``steps[].image`` and ``services[].image``, whatever its ``type``: the docker and kubernetes
+  runners run every step in its image, the VM runners a step that names one.
 - Woodpecker (https://woodpecker-ci.org/docs/usage/workflow-syntax): ``steps``, ``services``
   and ``clone``, each a list or a mapping of name to step, with ``image``; ``pipeline:`` is the
   old name of ``steps``.
@@ -51,7 +51,6 @@ WOODPECKER = "woodpecker"
 BITBUCKET = "bitbucket-pipelines"
 # Bitbucket nests a step in a pipeline, a parallel group and a stage: a few levels.
 MAX_STEP_DEPTH = 16
-_DRONE_TYPES = frozenset({"docker", "kubernetes"})
 
 
 def images_in_circleci(root: Value, file: str) -> Iterator[Found]:
@@ -69,8 +68,6 @@ def _circleci(config: Value, file: str) -> Iterator[Found]:
 
 def images_in_drone(root: Value, file: str) -> Iterator[Found]:
     if text(get(root, "kind")) != "pipeline":
-        return
-    if (text(get(root, "type")) or "docker") not in _DRONE_TYPES:
         return
     name = text(get(root, "name"))
     for section in ("steps", "services"):
