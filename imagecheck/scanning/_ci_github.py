@@ -18,15 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from imagecheck.scanning._ci_nodes import (
-    Found,
-    Value,
-    entries,
-    get,
-    image_field,
-    items,
-    text,
-)
+from imagecheck.scanning._ci_nodes import Found, Value, entries, get, image_field, items, text
 
 __all__ = ["ACTION", "WORKFLOW", "images_in_action", "images_in_workflow"]
 

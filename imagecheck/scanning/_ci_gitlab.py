@@ -23,15 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from imagecheck.scanning._ci_nodes import (
-    Found,
-    Value,
-    entries,
-    get,
-    image_field,
-    items,
-    text,
-)
+from imagecheck.scanning._ci_nodes import Found, Value, entries, get, image_field, items, text
 
 __all__ = ["GITLAB", "GLOBAL_KEYWORDS", "images_in_gitlab"]
 
