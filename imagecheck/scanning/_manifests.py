@@ -31,6 +31,7 @@ from imagecheck.scanning._model import (
     Occurrence,
     as_checked,
 )
+from imagecheck.scanning._places import filled_by_triggers, places
 from imagecheck.scanning._yamltree import Alias, Mapping, Node, Position, Scalar, Sequence
 
 __all__ = ["MAX_ALIAS_READS", "MAX_MERGE_DEPTH", "AliasBudget", "Found", "images_in_document"]
@@ -135,8 +136,17 @@ def _kubernetes_object(obj: _Value, file: str, *, in_list: bool) -> Iterator[Fou
     metadata = _get(obj, "metadata")
     # A Job made by `kubectl create -f` often has only generateName.
     name = _text(_get(metadata, "name")) or _text(_get(metadata, "generateName"))
+    filled = filled_by_triggers(_TREE, obj)
     for slot in containers(_TREE, obj):
-        yield from _image(slot.image, file, kind, name, slot.container)
+        for at, result in _image(slot.image, file, kind, name, slot.container):
+            yield at, filled(result)
+    for place in places(_TREE, obj):
+        found = _image(place.image, file, place.kind or kind, name, place.container, place.prefix)
+        for at, result in found:
+            if isinstance(result, Occurrence) and place.skipped and result.skipped is None:
+                yield at, replace(result, skipped=place.skipped)
+            else:
+                yield at, result
 
 
 def _compose_services(services: _Value, file: str) -> Iterator[Found]:
@@ -158,7 +168,12 @@ def _compose_services(services: _Value, file: str) -> Iterator[Found]:
 
 
 def _image(
-    image: _Value | None, file: str, kind: str, name: str | None, container: str | None
+    image: _Value | None,
+    file: str,
+    kind: str,
+    name: str | None,
+    container: str | None,
+    prefix: str = "",
 ) -> Iterator[Found]:
     if image is None:
         return  # no image: a patch (kustomize) or a compose service that only builds
@@ -186,7 +201,7 @@ def _image(
         yield image.at, FileProblem(file, image.at[0], message)
         return
     image.spend(1 + len(text) // 64)
-    checked, skipped = as_checked(text)
+    checked, skipped = as_checked(text.removeprefix(prefix))
     yield image.at, Occurrence(checked, file, image.at[0], kind, name, container, skipped)
 
 
