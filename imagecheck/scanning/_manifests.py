@@ -24,6 +24,7 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, replace
 
 from imagecheck.kube._workload import containers
+from imagecheck.scanning._builds import Fact, NamedContext, build_contexts, stripped
 from imagecheck.scanning._model import (
     BUILT_BY_COMPOSE,
     MAX_IMAGE_LENGTH,
@@ -47,7 +48,7 @@ _NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _NULL_TAG = "tag:yaml.org,2002:null"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
-Found = tuple[Position, Occurrence | FileProblem]
+Found = tuple[Position, Occurrence | FileProblem | Fact]
 """A result and where its value is written, to sort a file's results by."""
 
 
@@ -141,12 +142,8 @@ def _kubernetes_object(obj: _Value, file: str, *, in_list: bool) -> Iterator[Fou
         for at, result in _image(slot.image, file, kind, name, slot.container):
             yield at, filled(result)
     for place in places(_TREE, obj):
-        found = _image(place.image, file, place.kind or kind, name, place.container, place.prefix)
-        for at, result in found:
-            if isinstance(result, Occurrence) and place.skipped and result.skipped is None:
-                yield at, replace(result, skipped=place.skipped)
-            else:
-                yield at, result
+        found = _image(place.image, file, place.kind or kind, name, place.container)
+        yield from ((at, place.marked(result)) for at, result in found)
 
 
 def _compose_services(services: _Value, file: str) -> Iterator[Found]:
@@ -155,9 +152,11 @@ def _compose_services(services: _Value, file: str) -> Iterator[Found]:
         if name is None or name == "<<":
             continue
         found = _image(_get(service, "image"), file, "compose", name, name)
-        if _get(service, "build") is None:
+        build = _get(service, "build")
+        if build is None:
             yield from found
             continue
+        yield from _compose_contexts(build, file, name)
         # With build:, image: names what compose builds and tags: not in a registry yet.
         reason = f"{BUILT_BY_COMPOSE} (service {name} has build:)"
         for at, item in found:
@@ -167,13 +166,17 @@ def _compose_services(services: _Value, file: str) -> Iterator[Found]:
                 yield at, item
 
 
+def _compose_contexts(build: _Value, file: str, service: str) -> Iterator[Found]:
+    """A compose build's named contexts; a ``docker-image://`` one's image, to check."""
+    for context, value, prefix in build_contexts(_TREE, build):
+        yield value.at, NamedContext(context, file, value.at[0])
+        if prefix:
+            found = _image(value, file, "compose", service, f"additional_contexts.{context}")
+            yield from ((at, stripped(result, prefix)) for at, result in found)
+
+
 def _image(
-    image: _Value | None,
-    file: str,
-    kind: str,
-    name: str | None,
-    container: str | None,
-    prefix: str = "",
+    image: _Value | None, file: str, kind: str, name: str | None, container: str | None
 ) -> Iterator[Found]:
     if image is None:
         return  # no image: a patch (kustomize) or a compose service that only builds
@@ -201,7 +204,7 @@ def _image(
         yield image.at, FileProblem(file, image.at[0], message)
         return
     image.spend(1 + len(text) // 64)
-    checked, skipped = as_checked(text.removeprefix(prefix))
+    checked, skipped = as_checked(text)
     yield image.at, Occurrence(checked, file, image.at[0], kind, name, container, skipped)
 
 

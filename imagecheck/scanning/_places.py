@@ -30,12 +30,10 @@ from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from imagecheck.kube._workload import Tree, api_group
+from imagecheck.scanning._builds import BUILT_BY_SKAFFOLD, BUILT_BY_STRIMZI, Fact, stripped
 from imagecheck.scanning._model import FileProblem, Occurrence
 
 __all__ = [
-    "BUILT",
-    "BUILT_BY_SKAFFOLD",
-    "BUILT_BY_STRIMZI",
     "FILLED_BY_TRIGGER",
     "Place",
     "filled_by_triggers",
@@ -44,14 +42,10 @@ __all__ = [
 
 N = TypeVar("N")
 
-BUILT_BY_SKAFFOLD = "built by skaffold"
-BUILT_BY_STRIMZI = "built by Strimzi"
 FILLED_BY_TRIGGER = "filled by an OpenShift ImageChange trigger"
-# The skip reasons of images that a build makes and pushes: the same name elsewhere in a scan
-# is that image too (:mod:`imagecheck.scanning._builds`).
-BUILT = (BUILT_BY_SKAFFOLD, BUILT_BY_STRIMZI)
 
 _DOCKER_PREFIX = "docker://"
+_Result = Occurrence | FileProblem | Fact
 _TRIGGERS_ANNOTATION = "image.openshift.io/triggers"
 # fieldPath: spec.template.spec.containers[?(@.name=="web")].image (either quote).
 _FIELD_PATH_NAME = re.compile(r"""containers\[\?\(@\.name\s*==\s*["']([^"']*)["']\)\]""")
@@ -67,6 +61,10 @@ class Place(Generic[N]):
     kind: str | None = None  # the kind to report, when not the object's
     prefix: str = ""
     skipped: str | None = None
+
+    def marked(self, result: Occurrence | FileProblem | Fact) -> Occurrence | FileProblem | Fact:
+        """The result of reading the field: its image without the prefix, skipped if it is."""
+        return stripped(result, self.prefix, self.skipped)
 
 
 def places(tree: Tree[N], obj: N) -> Iterator[Place[N]]:
@@ -141,16 +139,14 @@ def _registry_sources(tree: Tree[N], obj: N) -> Iterator[Place[N]]:
         stack.extend(reversed(children))
 
 
-def filled_by_triggers(
-    tree: Tree[N], obj: N
-) -> Callable[[Occurrence | FileProblem], Occurrence | FileProblem]:
+def filled_by_triggers(tree: Tree[N], obj: N) -> Callable[[_Result], _Result]:
     """What to do to each container's result of ``obj``: skip it when an ImageChange trigger
     fills its image in."""
     targets = _trigger_targets(tree, obj)
     if not targets:
         return _unchanged
 
-    def filled(item: Occurrence | FileProblem) -> Occurrence | FileProblem:
+    def filled(item: _Result) -> _Result:
         if not isinstance(item, Occurrence):
             return item
         source = targets.get(item.container or "") or targets.get("*")
@@ -161,7 +157,7 @@ def filled_by_triggers(
     return filled
 
 
-def _unchanged(item: Occurrence | FileProblem) -> Occurrence | FileProblem:
+def _unchanged(item: _Result) -> _Result:
     return item
 
 
