@@ -1,8 +1,8 @@
 """Images in Kubernetes manifests and Docker Compose files, read from the YAML node tree.
 
-Kubernetes: every document (and every item of a ``List``) with a ``kind``; its pod spec is
-found by kind, and any other kind with ``spec.template.spec`` (custom resources such as Argo
-Rollouts, Knative Services, OpenShift DeploymentConfigs) is read as a pod template. Compose:
+Kubernetes: every document (and item of a ``List``, object of an OpenShift ``Template``) with a
+``kind``; its containers are found by shape (:mod:`imagecheck.kube._workload`), its other image
+fields by :mod:`._places`. Compose:
 a document without ``kind`` whose ``services`` is a mapping.
 
 Values reached through an alias (``image: *img``, ``- *sidecar``, ``<<: *defaults``) are
@@ -128,8 +128,8 @@ def _kubernetes_object(obj: _Value, file: str, *, in_list: bool) -> Iterator[Fou
     kind = _text(_get(obj, "kind"))
     if kind is None:
         return
-    items = _get(obj, "items")
-    if kind.endswith("List") and items is not None and not in_list:
+    items = _get(obj, "objects" if kind == "Template" else "items")  # OpenShift's Template
+    if (kind.endswith("List") or kind == "Template") and items is not None and not in_list:
         for item in _sequence(items):
             if isinstance(item.node, Mapping):
                 yield from _kubernetes_object(item, file, in_list=True)
