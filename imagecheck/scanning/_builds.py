@@ -130,7 +130,9 @@ def skip_built(occurrences: list[Occurrence], contexts: list[NamedContext]) -> l
         reason = _built_reason(o)
         if reason is not None:
             built.setdefault(repository(o.image), (reason, o))
-    named = {context.name: context for context in contexts}
+    named: dict[str, NamedContext] = {}
+    for context in contexts:
+        named.setdefault(context.name, context)  # the first met names it
     if not built and not named:
         return occurrences
     return [_skipped(o, built, named) for o in occurrences]

@@ -27,6 +27,7 @@ from imagecheck.scanning._paths import (
     cwd,
     decode,
     files_named,
+    is_within,
     leaves_cwd,
     read_file,
     read_stream,
@@ -183,7 +184,9 @@ def _follow(facts: list[Fact], read: set[str], report: ScanReport) -> None:
         if key in read:
             continue
         read.add(key)
-        data = read_file(path, root)
+        data: bytes | FileProblem = FileProblem(path, None, f"not scanned: outside {root}")
+        if is_within(key, os.path.realpath(root)):
+            data = read_file(path, root)
         text = decode(data, path) if isinstance(data, bytes) else data
         if isinstance(text, FileProblem):
             where = f"{fact.file}:{fact.line}"

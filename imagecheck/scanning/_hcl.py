@@ -20,7 +20,7 @@ MAX_DEPTH = 64
 
 _TOKEN = re.compile(
     r"""(?P<space>[ \t\r]+)|(?P<nl>\n)|(?P<comment>(?:\#|//)[^\n]*)|(?P<block>/\*)"""
-    r"""|(?P<str>")|(?P<heredoc><<-?([A-Za-z_][A-Za-z0-9_]*)[ \t]*\n)"""
+    r"""|(?P<str>")|(?P<heredoc><<-?(?P<marker>[A-Za-z_][A-Za-z0-9_]*)[ \t]*\n)"""
     r"""|(?P<id>[A-Za-z_][A-Za-z0-9_-]*)|(?P<num>[0-9][0-9.eE+-]*)"""
     r"""|(?P<op>==|!=|<=|>=|=>|&&|\|\||\.\.\.|[{}\[\]()=,:?.+\-*/%<>!])"""
 )
@@ -130,7 +130,7 @@ def _unescaped(raw: str) -> str:
 
 
 def _heredoc(text: str, match: re.Match[str]) -> tuple[int, str]:
-    marker = match.group(match.lastindex or 0)
+    marker = match.group("marker")
     start = match.end()
     end = re.compile(rf"^[ \t]*{re.escape(marker)}[ \t]*$", re.MULTILINE).search(text, start)
     if end is None:
