@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from imagecheck.scanning import ScanReport, scan_files, scan_text
+from imagecheck.scanning import ScanReport, scan_text
 from imagecheck.scanning._builds import repository
 from imagecheck.scanning._hcl import MAX_DEPTH, Text, read_hcl
+from tests.support.scantree import scan_tree
 
 SKAFFOLD = """\
 apiVersion: skaffold/v4beta14
@@ -64,19 +65,6 @@ target "default" {
 """
 
 
-def scanned(tmp_path: Path, files: dict[str, str]) -> ScanReport:
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        return scan_files(["."])
-    finally:
-        os.chdir(cwd)
-
-
 def rows(report: ScanReport) -> list[tuple[str, int, str, str | None]]:
     return [(os.path.normpath(o.file), o.line, o.image, o.skipped) for o in report.occurrences]
 
@@ -85,7 +73,7 @@ def test_skaffold_artifacts_are_built_and_so_is_their_repository_elsewhere(
     tmp_path: Path,
 ) -> None:
     # The manifest is read before skaffold.yaml: the pass over the scan is order-free.
-    report = scanned(tmp_path, {"k8s/a.yaml": DEPLOYMENT, "skaffold.yaml": SKAFFOLD})
+    report = scan_tree(tmp_path, {"k8s/a.yaml": DEPLOYMENT, "skaffold.yaml": SKAFFOLD})
     assert report.problems == []
     digest = "a" * 64
     assert rows(report) == [
@@ -175,7 +163,7 @@ def test_from_a_named_context_is_the_context_and_bake_tags_are_built(tmp_path: P
         "        - tools=docker-image://golang:1.22\n"
     )
     dockerfile = "FROM base\nCOPY --from=src / /\nFROM golang\nFROM docker/buildx-bin:9\n"
-    report = scanned(
+    report = scan_tree(
         tmp_path, {"compose.yaml": compose, "Dockerfile": dockerfile, "docker-bake.hcl": BAKE}
     )
     assert report.problems == []

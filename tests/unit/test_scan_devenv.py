@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from imagecheck.scanning import ScanReport, scan_files, scan_text
+from imagecheck.scanning import scan_text
 from imagecheck.scanning._jsonc import strict_json
+from tests.support.scantree import scan_tree
 
 DEVCONTAINER = """\
 // A comment, "with quotes"
@@ -20,19 +21,6 @@ DEVCONTAINER = """\
   "features": {"ghcr.io/devcontainers/features/node:1": {},},
 }
 """
-
-
-def scanned(tmp_path: Path, files: dict[str, str], paths: list[str]) -> ScanReport:
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        return scan_files(paths)
-    finally:
-        os.chdir(cwd)
 
 
 def test_jsonc_keeps_lines_and_drops_comments_and_trailing_commas() -> None:
@@ -66,7 +54,7 @@ def test_the_dockerfile_and_compose_files_named_are_read_once(tmp_path: Path) ->
         ".devcontainer/compose.yml": "services:\n  db:\n    image: postgres:16\n",
         "compose.yaml": "services:\n  cache:\n    image: redis:7\n",
     }
-    report = scanned(tmp_path, files, ["."])
+    report = scan_tree(tmp_path, files)
     assert report.problems == []
     assert sorted((os.path.normpath(o.file), o.line, o.image) for o in report.occurrences) == [
         (".devcontainer/compose.yml", 3, "postgres:16"),
@@ -80,7 +68,7 @@ def test_a_named_file_outside_the_tree_is_not_read(tmp_path: Path) -> None:
         "repo/.devcontainer/devcontainer.json": '{"build": {"dockerfile": "../../Dockerfile"}}',
         "Dockerfile": "FROM secret:1\n",
     }
-    report = scanned(tmp_path, files, ["repo"])
+    report = scan_tree(tmp_path, files, ("repo",))
     assert report.occurrences == []
     assert [p.message for p in report.problems] == [
         "not scanned: outside repo (named at repo/.devcontainer/devcontainer.json:1)"
@@ -89,7 +77,7 @@ def test_a_named_file_outside_the_tree_is_not_read(tmp_path: Path) -> None:
 
 def test_a_missing_named_file_is_a_problem_naming_where(tmp_path: Path) -> None:
     files = {".devcontainer.json": '{\n  "dockerComposeFile": "missing.yml"\n}'}
-    report = scanned(tmp_path, files, ["."])
+    report = scan_tree(tmp_path, files)
     assert len(report.problems) == 1
     assert report.problems[0].message.endswith("(named at ./.devcontainer.json:2)")
 
