@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint unit integration agreement bench bench-scan bench-corpus bench-startup bench-webhook bench-webhook-soak bench-webhook-attack bench-gate system-deps venv clean
+.PHONY: demo test lint unit integration agreement bench bench-scan bench-corpus bench-startup bench-webhook bench-webhook-soak bench-webhook-attack bench-gate bench-runc system-deps venv clean
 
 system-deps:
 	@scripts/system-deps.sh
@@ -62,6 +62,9 @@ bench-webhook-attack: system-deps venv
 
 bench-gate: system-deps venv
 	$(BIN)/python benchmarks/gate_latency.py
+
+bench-runc: system-deps venv
+	$(BIN)/python benchmarks/runc_start.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

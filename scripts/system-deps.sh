@@ -4,7 +4,10 @@
 #   apache2-utils    htpasswd, for the registry's Basic-auth mode
 #   skopeo           the peer the benchmarks and a few interop tests measure against
 #   git              the CI-pipeline examples' changed-files scripts run on a real history
-#   containerd       the kubelet's own puller (ctr), the judge of the differential suite
+#   containerd       the kubelet's own puller (ctr), the judge of the differential suite, and
+#                    the runtime the image tests run the images in
+#   runc             the OCI runtime containerd starts them with
+#   qemu-user-static qemu-aarch64 for the arm64 images, registered with binfmt_misc by the tests
 #   buildah          the builder that judges scan's Dockerfile stage-or-image rule
 #   shellcheck       actionlint checks the workflows' run: scripts with it
 #   wrk              the webhook benchmark's load client (benchmarks/webhook_load.py)
@@ -17,6 +20,8 @@ command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v ctr >/dev/null 2>&1 || need+=(containerd)
+command -v runc >/dev/null 2>&1 || need+=(runc)
+command -v qemu-aarch64-static >/dev/null 2>&1 || need+=(qemu-user-static)
 command -v buildah >/dev/null 2>&1 || need+=(buildah)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)

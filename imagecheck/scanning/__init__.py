@@ -3,7 +3,9 @@
 Reads Kubernetes manifests (containers found by shape in any kind, :mod:`imagecheck.kube._workload`;
 ``List`` items), Docker Compose files (``services.<name>.image``), both in YAML or JSON,
 kustomizations (their ``images:`` overrides rendered), Dockerfiles (``FROM``, ``COPY
---from``, ``RUN --mount=from=``, with ``ARG`` defaults substituted), dev environments
+--from``, ``RUN --mount=from=``, with ``ARG`` defaults substituted), CI configuration
+(GitHub Actions workflows and actions, GitLab CI, CircleCI, Drone, Woodpecker, Bitbucket
+Pipelines, Azure Pipelines: each occurrence's ``kind`` names the system), dev environments
 (``devcontainer.json``, Quadlet units) and build tools' files (Skaffold, Tilt, bake), whose
 images are skipped wherever the scan meets them::
 
@@ -26,6 +28,9 @@ and aliases are bounded, and each limit crossed is a :class:`FileProblem` on its
 
 - ``_yamltree``: YAML events into nodes that keep their lines, aliases included
 - ``_manifests``: Kubernetes and Compose images in those nodes
+- ``_ci``: which documents are CI configuration (by path, else by shape), read by
+  ``_ci_github``, ``_ci_gitlab``, ``_ci_pipelines`` (CircleCI, Drone, Woodpecker, Bitbucket)
+  and ``_ci_azure`` over ``_ci_nodes``
 - ``_dockerfile``: ``FROM``, ``COPY --from``, ``RUN --mount`` lines, continuations, stages
 - ``_dfargs``: ``ARG`` substitution (quotes, escapes, ``${NAME:-default}``), bounded
 - ``_json``: which ``.json`` files are manifests, and their text for the YAML reader

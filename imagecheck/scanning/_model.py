@@ -86,10 +86,14 @@ class ScanReport:
 
 
 # Helm/Go templates, shell and compose interpolation (${IMAGE}, ${TAG:-1}), Tekton and
-# Kubernetes-style $(TAG), bare $IMAGE. "$" and "{" are never part of a valid reference, so
-# a match cannot hide a real image.
+# Kubernetes-style $(TAG), bare $IMAGE; CI expressions: GitHub's and Azure's ${{ matrix.image }},
+# Azure's runtime $[ variables.image ], GitLab's inputs $[[ inputs.image ]], CircleCI's
+# << parameters.image >>. "$", "{", "[" and "<" are never part of a valid reference, so a match
+# cannot hide a real image.
 _PLACEHOLDER = re.compile(
-    r"\{\{.*?(?:\}\}|$)|\$\{[^}]*\}?|\$\([^)]*\)?|\$[A-Za-z_][A-Za-z0-9_]*", re.DOTALL
+    r"\{\{.*?(?:\}\}|$)|\$\{\{.*?(?:\}\}|$)|\$\{[^}]*\}?|\$\([^)]*\)?"
+    r"|\$\[\[.*?(?:\]\]|$)|\$\[[^\]]*\]?|<<.*?(?:>>|$)|\$[A-Za-z_][A-Za-z0-9_]*",
+    re.DOTALL,
 )
 
 

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterable, Iterator
 
 from imagecheck.scanning._builds import Fact
+from imagecheck.scanning._ci import ci_format_named, images_in_ci
 from imagecheck.scanning._dockerfile import images_in_dockerfile
 from imagecheck.scanning._formats import BUILD_FORMATS, named_format
 from imagecheck.scanning._json import is_json_name, manifest_text
@@ -80,12 +81,14 @@ def scan_text_noted(
 
 def _yaml_results(text: str, file: str) -> Iterator[Found]:
     budget = AliasBudget()
+    named = ci_format_named(file)  # CI files by path; others by shape, document by document
     for document in documents(text):
         if isinstance(document, SyntaxProblem):
             line = document.line
             yield (line or 0, 0), FileProblem(file, line, document.message)
             continue
-        yield from images_in_document(document, file, budget)
+        ci = images_in_ci(document, file, budget, named)
+        yield from images_in_document(document, file, budget) if ci is None else ci
         if budget.exhausted:
             return  # reported once, where it ran out; the rest would end the same way
 

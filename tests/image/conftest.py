@@ -1,10 +1,11 @@
-"""The image tests' shared fixtures (the registry the images pull from, the Kubernetes API
-stand-in the cluster image talks to), and each image's size reported at the end of the run,
-whether or not its size test failed."""
+"""The image tests' shared fixtures (the containerd the images run in, the registry they pull
+from, the Kubernetes API stand-in the cluster image talks to), and each image's size reported
+at the end of the run, whether or not its size test failed."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,11 +14,13 @@ import pytest
 
 from tests.image.images import KUBE_DIR, Registry
 from tests.image.sizes import GZIP_KEYS, SIZE_KEYS
+from tests.support.containerd import ContainerdDaemon
 from tests.support.images import seed_samples
 from tests.support.kubeapi import KubeAPI
 from tests.support.pki import make_tls_material
 from tests.support.registry import LocalRegistry, find_registry_binary
-from tests.support.tools import system_tool
+from tests.support.runc import Runner
+from tests.support.tools import skip_or_fail, system_tool
 
 # The same for the webhook and cluster images' layouts (scripts/image-build-multiarch.sh
 # --webhook, --cluster).
@@ -38,6 +41,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         if key in compressed:
             gz = compressed[key]
             terminalreporter.write_line(f"compressed size: {gz} bytes ({gz / 1e6:.1f} MB)")
+
+
+@pytest.fixture(scope="session")
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
+    """containerd + runc (scripts/system-deps.sh installs them), one namespace for the images."""
+    if os.geteuid() != 0:
+        skip_or_fail("running images under runc here needs root")
+    daemon, ctr = system_tool("containerd"), system_tool("ctr")
+    system_tool("runc")
+    work = tmp_path_factory.mktemp("containerd")
+    with ContainerdDaemon(work, containerd=daemon, ctr=ctr) as running:
+        yield Runner(running, "images", work / "runs")
 
 
 @pytest.fixture(scope="session")

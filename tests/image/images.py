@@ -1,6 +1,6 @@
 """The images under test: built with scripts/image-build.sh and mounted (:func:`built_image`),
-run with scripts/image-run.sh (:data:`RUN`, :data:`BUILDAH_ENV`), the registry they pull
-from (:class:`Registry`), and what runs inside them."""
+imported into the tests' containerd to run under runc (:func:`into_containerd`), the registry
+they pull from (:class:`Registry`), and what runs inside them."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ import httpx
 import pytest
 
 from tests.support.admission import admission_review, workload
+from tests.support.runc import Runner
 from tests.support.tools import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "scripts" / "image-build.sh"
-RUN = ROOT / "scripts" / "image-run.sh"
 NONROOT = "65532:65532"
 BUILDAH_ENV = {"STORAGE_DRIVER": "vfs", "BUILDAH_ISOLATION": "chroot"}
 
@@ -77,20 +77,14 @@ class Registry:
         return f"{self.host}/{name}"
 
 
-def find_entrypoint(root_pid: int) -> int:
-    """The host PID of the container's PID 1: the descendant running ``-m imagecheck``."""
-    pending = [root_pid]
-    while pending:
-        pid = pending.pop()
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except FileNotFoundError:
-            continue
-        if cmdline[:3] == [b"/usr/bin/python3", b"-m", b"imagecheck"]:
-            return pid
-        pending += [int(child) for child in children]
-    raise AssertionError("no imagecheck process under the runner")
+def into_containerd(runner: Runner, image: Image) -> str:
+    """``image`` from buildah's storage into containerd (an OCI archive, ``ctr images
+    import``); its name there."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp) / "image.tar"
+        _buildah("push", "--quiet", image.name, f"oci-archive:{archive}:{image.name}")
+        runner.ctr("images", "import", str(archive))
+    return image.name
 
 
 # Where the container finds the stand-in's kubeconfig and CA (mounted read-only).

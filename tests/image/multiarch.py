@@ -1,10 +1,8 @@
 """What the multi-arch image tests share (issue #16): building a layout with
-scripts/image-build-multiarch.sh, reading it, and running its arm64 root as a container would.
-
-The arm64 root runs under qemu-aarch64-static (the build script installs it; no binfmt) the
-way scripts/image-run.sh runs the amd64 image: read-only, as the image's user (65532, no
-supplementary groups, no capabilities), with the image's entrypoint, environment and working
-directory, seeing nothing of the host (tests/support/contained.py).
+scripts/image-build-multiarch.sh, reading it, importing it into the tests' containerd, and
+running its arm64 image there under runc, as on an arm64 node: its programs run under
+qemu-aarch64 through binfmt_misc (tests/support/binfmt.py), with everything else as for the
+amd64 image (tests/support/runc.py: read-only root, 65532, no capabilities, seccomp).
 """
 
 from __future__ import annotations
@@ -12,22 +10,27 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.contained import contained_command
+from tests.support.binfmt import ensure_qemu_aarch64
 from tests.support.images import SampleImages
+from tests.support.runc import Container, Exited, MiB, Runner
 from tests.support.tools import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "scripts" / "image-build-multiarch.sh"
 PLATFORMS = ("linux/amd64", "linux/arm64")
 INDEX = "application/vnd.oci.image.index.v1+json"
-QEMU = "qemu-aarch64-static"
 RUN_TIMEOUT = 300
+# Emulated, the interpreter needs more than on a native node.
+ARM64_MEMORY = 512 * MiB
+REF_NAME = "org.opencontainers.image.ref.name"
 
 
 @dataclass(frozen=True)
@@ -87,36 +90,53 @@ def build_layout(out: Path, *flags: str) -> Build:
     return Build(out / "layout", out / "rootfs-arm64", sizes)
 
 
-def arm64_command(
-    build: Build,
-    *args: str,
-    entrypoint: list[str] | None = None,
-    mounts: dict[Path, str] | None = None,
-) -> list[str]:
-    """The arm64 image as a container: its entrypoint (or ``entrypoint``) with ``args``,
-    ``mounts`` (host directory -> path in the container) bound read-only."""
-    config = build.config("linux/arm64")
-    if entrypoint is not None:
-        config = config | {"Entrypoint": entrypoint}
-    # Each run mounts its own tmpfs here, in its own mount namespace: it stays empty.
-    scratch = build.layout.parent / "scratch"
-    scratch.mkdir(exist_ok=True)
-    return contained_command(build.arm64_root, config, scratch, list(args), QEMU, mounts)
+def into_containerd(runner: Runner, build: Build, name: str) -> str:
+    """The layout's index into containerd as ``name``, every platform's content with it; and
+    binfmt_misc ready to run its arm64 programs."""
+    ensure_qemu_aarch64()
+    index = json.loads((build.layout / "index.json").read_text())
+    index["manifests"] = [
+        m | {"annotations": m.get("annotations", {}) | {REF_NAME: name}}
+        for m in index["manifests"][:1]
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp) / "layout.tar"
+        with tarfile.open(archive, "w") as tar:
+            tar.add(build.layout / "oci-layout", "oci-layout")
+            tar.add(build.layout / "blobs", "blobs")
+            listing = Path(tmp) / "index.json"
+            listing.write_text(json.dumps(index))
+            tar.add(listing, "index.json")
+        runner.ctr("images", "import", "--all-platforms", str(archive))
+    return name
 
 
 def arm64(
-    build: Build,
+    runner: Runner,
+    image: str,
     *args: str,
-    entrypoint: list[str] | None = None,
-    mounts: dict[Path, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run :func:`arm64_command` to its end."""
-    return subprocess.run(
-        arm64_command(build, *args, entrypoint=entrypoint, mounts=mounts),
-        capture_output=True,
-        text=True,
+    command: tuple[str, ...] | None = None,
+    volumes: dict[str, Path] | None = None,
+) -> Exited:
+    """The arm64 image as a container under runc: its entrypoint (or ``command``) with
+    ``args``, ``volumes`` (path in the container -> host path) bound read-only."""
+    return runner.run(arm64_container(image, *args, command=command, volumes=volumes))
+
+
+def arm64_container(
+    image: str,
+    *args: str,
+    command: tuple[str, ...] | None = None,
+    volumes: dict[str, Path] | None = None,
+) -> Container:
+    return Container(
+        image,
+        args=args,
+        command=command,
+        volumes=volumes or {},
+        memory_limit=ARM64_MEMORY,
+        platform="linux/arm64",
         timeout=RUN_TIMEOUT,
-        check=False,
     )
 
 
@@ -135,14 +155,15 @@ for path in ("/tmp/written", "/usr/lib/imagecheck/written", "/written"):
 """
 
 
-def assert_runs_contained(build: Build) -> None:
-    """The arm64 root runs as 65532:65532, no groups, no capabilities, on a read-only root."""
-    done = arm64(build, "-c", WHO_AND_WRITE, entrypoint=["/usr/bin/python3"])
-    assert done.returncode == 0, done.stderr
+def assert_runs_contained(runner: Runner, image: str) -> None:
+    """The arm64 image runs as 65532:65532, no capabilities, on a read-only root."""
+    done = arm64(runner, image, "-c", WHO_AND_WRITE, command=("/usr/bin/python3",))
+    assert done.code == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "aarch64 65532 65532 []",
+        "aarch64 65532 65532 [65532]",
         "0000000000000000",
         "/tmp/written EROFS",
         "/usr/lib/imagecheck/written EROFS",
         "/written EROFS",
     ]
+    assert done.written == ()

@@ -1,7 +1,8 @@
 """The cluster image (docker/Dockerfile with ``--build-arg EXTRAS=cluster``, built by
 ``scripts/image-build.sh --cluster``; examples/reap-*.yaml and audit-*.yaml run it):
-``imagecheck audit`` and ``reap`` run by scripts/image-run.sh as a runtime would (read-only
-root, UID 65532, no capabilities, PID 1), talking to the Kubernetes API stand-in
+``imagecheck audit`` and ``reap`` run under containerd + runc (tests/support/runc.py: read-only
+root, UID 65532, no capabilities, seccomp, PID 1, examples/audit-cronjob.yaml's memory limit),
+talking to the Kubernetes API stand-in
 (tests/support/kubeapi, over HTTPS with a test CA) and a real registry (issue #15).
 
 Built, skipped or failed as test_image.py says (its helpers and registry fixtures are reused).
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,13 +19,15 @@ from typing import Any
 
 import pytest
 
-from tests.image.images import BUILDAH_ENV, KUBE_DIR, NONROOT, RUN, Image, Registry, built_image
+from tests.image.images import KUBE_DIR, NONROOT, Image, Registry, built_image, into_containerd
 from tests.image.sizes import CLUSTER_MAX_SIZE as MAX_SIZE
 from tests.support.kubeapi import KubeAPI
 from tests.support.kubeapi import objects as k8s
+from tests.support.runc import Container, Exited, MiB, Runner
 
 CLUSTER_IMAGE = os.environ.get("IMAGECHECK_CLUSTER_IMAGE", "localhost/imagecheck-cluster:dev")
 CLUSTER_IMAGE_SIZE_KEY = "cluster_image_size_bytes"
+MEMORY_LIMIT = 256 * MiB
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -35,16 +37,18 @@ def cluster_image() -> Iterator[Image]:
     yield from built_image(CLUSTER_IMAGE, "--cluster")
 
 
-def run_cluster(kube_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``docker run --read-only -v KUBE_DIR:/kube:ro IMAGE ARGS --kubeconfig /kube/config``."""
-    return subprocess.run(
-        [RUN, "-v", f"{kube_dir}:{KUBE_DIR}:ro", "--", *args, "--kubeconfig", f"{KUBE_DIR}/config"],
-        env=os.environ | BUILDAH_ENV | {"IMAGECHECK_IMAGE": CLUSTER_IMAGE},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+@pytest.fixture(scope="session")
+def ctr_cluster(cluster_image: Image, runner: Runner) -> str:
+    return into_containerd(runner, cluster_image)
+
+
+def run_cluster(runner: Runner, image: str, kube_dir: Path, *args: str) -> Exited:
+    """The image with ``ARGS --kubeconfig /kube/config``, ``kube_dir`` mounted at /kube."""
+    argv = (*args, "--kubeconfig", f"{KUBE_DIR}/config")
+    container = Container(image, argv, volumes={KUBE_DIR: kube_dir}, memory_limit=MEMORY_LIMIT)
+    done = runner.run(container)
+    assert done.written == ()
+    return done
 
 
 def _ago(seconds: float) -> str:
@@ -81,16 +85,9 @@ def test_cluster_packages_are_in_and_uvloop_is_not(cluster_image: Image, package
 
 
 @pytest.mark.parametrize("command", ["reap", "audit"])
-def test_help_exits_0(cluster_image: Image, command: str) -> None:
-    done = subprocess.run(
-        [RUN, "--", command, "--help"],
-        env=os.environ | BUILDAH_ENV | {"IMAGECHECK_IMAGE": CLUSTER_IMAGE},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+def test_help_exits_0(ctr_cluster: str, runner: Runner, command: str) -> None:
+    done = runner.run(Container(ctr_cluster, (command, "--help"), memory_limit=MEMORY_LIMIT))
+    assert done.code == 0, done.stderr
     assert "--kubeconfig" in done.stdout
 
 
@@ -98,15 +95,16 @@ def test_help_exits_0(cluster_image: Image, command: str) -> None:
 
 
 def test_audit_reports_found_and_missing(
-    cluster_image: Image,
+    ctr_cluster: str,
+    runner: Runner,
     kube_api: KubeAPI,
     kube_dir: Path,
     registry: Registry,
 ) -> None:
     found, missing = registry.ref("sample/app:1.0.0"), registry.ref("sample/app:9.9.9")
     kube_api.add(k8s.deployment("web", "shop", found), k8s.cronjob("nightly", "ci", missing))
-    done = run_cluster(kube_dir, "audit", "-o", "json")
-    assert done.returncode == 1, done.stdout + done.stderr
+    done = run_cluster(runner, ctr_cluster, kube_dir, "audit", "-o", "json")
+    assert done.code == 1, done.output
     uses = {
         (u["namespace"], u["kind"], u["name"], u["image"], u["result"]["status"])
         for u in json.loads(done.stdout)["uses"]
@@ -120,7 +118,8 @@ def test_audit_reports_found_and_missing(
 
 
 def test_reap_once_fails_the_job_whose_image_is_missing(
-    cluster_image: Image,
+    ctr_cluster: str,
+    runner: Runner,
     kube_api: KubeAPI,
     kube_dir: Path,
     registry: Registry,
@@ -131,8 +130,8 @@ def test_reap_once_fails_the_job_whose_image_is_missing(
     pod = k8s.pod("train-abcde", "ci", missing, job_name="train")
     pod["status"]["startTime"] = _ago(600)
     kube_api.add(job, pod)
-    done = run_cluster(kube_dir, "reap", "--once")
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_cluster(runner, ctr_cluster, kube_dir, "reap", "--once")
+    assert done.code == 0, done.output
     patch, *events = kube_api.writes
     assert (patch.method, patch.path) == ("PATCH", "/apis/batch/v1/namespaces/ci/jobs/train")
     reason = patch.body["metadata"]["annotations"]["imagecheck.io/reaped"]

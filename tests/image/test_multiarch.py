@@ -1,11 +1,11 @@
 """The multi-arch image (issue #16): linux/amd64 and linux/arm64 as one OCI index, built by
 scripts/image-build-multiarch.sh without an emulated build.
 
-The arm64 image is run here as a container would run it (tests/image/multiarch.py: read-only
-root, UID/GID 65532, no supplementary groups, its interpreter under qemu-aarch64-static, which
-the script installs; no binfmt needed), including real checks against a Distribution
-registry. The index is pushed to that registry over the HTTP API and
-then found by imagecheck itself for each platform, and by skopeo.
+The arm64 image runs here under containerd + runc as on an arm64 node, its programs under
+qemu-aarch64 through binfmt_misc (tests/image/multiarch.py: read-only root, UID/GID 65532, no
+capabilities), including real checks against a Distribution registry. The index is pushed to
+that registry over the HTTP API and then found by imagecheck itself for each platform, and by
+skopeo.
 
 Needs root (buildah mounts, as the other image tests); not root: skip, except under CI=true.
 """
@@ -30,10 +30,12 @@ from tests.image.multiarch import (
     arm64,
     assert_runs_contained,
     build_layout,
+    into_containerd,
 )
 from tests.image.sizes import MULTIARCH_SIZE_KEYS
 from tests.support.images import push_blob, push_manifest, seed_samples
 from tests.support.registry import LocalRegistry, find_registry_binary
+from tests.support.runc import Runner
 from tests.support.tools import system_tool
 
 MAX_SIZE = 30_000_000
@@ -46,6 +48,11 @@ pytestmark = pytest.mark.timeout(900)
 @pytest.fixture(scope="session")
 def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     return build_layout(tmp_path_factory.mktemp("multiarch") / "out")
+
+
+@pytest.fixture(scope="session")
+def ctr_multiarch(build: Build, runner: Runner) -> str:
+    return into_containerd(runner, build, "localhost/imagecheck-multiarch:dev")
 
 
 @pytest.fixture(scope="session")
@@ -111,21 +118,23 @@ def test_arm64_root_records_arm64_packages(build: Build) -> None:
     assert arches == {"arm64", "all"}
 
 
-def test_arm64_runs_as_65532_on_a_read_only_root(build: Build) -> None:
-    assert_runs_contained(build)
+def test_arm64_runs_as_65532_on_a_read_only_root(ctr_multiarch: str, runner: Runner) -> None:
+    assert_runs_contained(runner, ctr_multiarch)
 
 
-def test_arm64_version_under_qemu(build: Build) -> None:
-    done = arm64(build, "--version")
-    assert done.returncode == 0, done.stderr
+def test_arm64_version_under_qemu(ctr_multiarch: str, runner: Runner) -> None:
+    done = arm64(runner, ctr_multiarch, "--version")
+    assert done.code == 0, done.stderr
     assert done.stdout == host_cli("--version").stdout
 
 
-def test_arm64_checks_a_real_registry(build: Build, registry: Registry) -> None:
+def test_arm64_checks_a_real_registry(
+    ctr_multiarch: str, runner: Runner, registry: Registry
+) -> None:
     found = registry.ref("sample/app:1.0.0")
     missing = registry.ref("sample/app:9.9.9")
-    done = arm64(build, "check", "-o", "json", found, missing)
-    assert done.returncode == 1, done.stdout + done.stderr
+    done = arm64(runner, ctr_multiarch, "check", "-o", "json", found, missing)
+    assert done.code == 1, done.output
     results = {r["reference"]: r for r in json.loads(done.stdout)}
     assert results[found]["status"] == "found"
     assert results[found]["digest"] == registry.samples["sample/app:1.0.0"].digest
@@ -169,9 +178,10 @@ def test_imagecheck_finds_each_platform(build: Build, registry: Registry, platfo
     assert platform in result["message"]
 
 
-def test_arm64_image_finds_itself(build: Build, registry: Registry) -> None:
-    done = arm64(build, "check", "--platform", "linux/arm64", registry.ref(f"{REPO}:{TAG}"))
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_arm64_image_finds_itself(ctr_multiarch: str, runner: Runner, registry: Registry) -> None:
+    ref = registry.ref(f"{REPO}:{TAG}")
+    done = arm64(runner, ctr_multiarch, "check", "--platform", "linux/arm64", ref)
+    assert done.code == 0, done.output
 
 
 def test_platform_absent_from_the_index_is_not_found(registry: Registry) -> None:

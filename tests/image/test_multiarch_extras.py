@@ -2,12 +2,12 @@
 --webhook`` and ``--cluster``, each linux/amd64 + linux/arm64 as one OCI index, as the release
 publishes them (ghcr.io/imagecheck/imagecheck-webhook, -cluster).
 
-Their arm64 roots run here as a container would run them (tests/image/multiarch.py: read-only,
-65532:65532 with no supplementary groups, under qemu-aarch64-static): every extension module
-of the dependencies imported (a dependency without an aarch64 wheel fails here, not on a
-node), ``serve`` answering over TLS and reviewing against a real registry, ``audit`` reading
-the Kubernetes API stand-in over HTTPS. Sizes as for the amd64 images: webhook 45 MB, cluster
-40 MB uncompressed, for each platform.
+Their arm64 images run here under containerd + runc as on an arm64 node
+(tests/image/multiarch.py: read-only, 65532:65532, no capabilities, under qemu-aarch64 through
+binfmt_misc): every extension module of the dependencies imported (a dependency without an
+aarch64 wheel fails here, not on a node), ``serve`` answering over TLS and reviewing against a
+real registry, ``audit`` reading the Kubernetes API stand-in over HTTPS. Sizes as for the amd64
+images: webhook 45 MB, cluster 40 MB uncompressed, for each platform.
 
 Needs root (buildah mounts, namespaces); not root: skip, except under CI=true.
 """
@@ -15,10 +15,7 @@ Needs root (buildah mounts, namespaces); not root: skip, except under CI=true.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import ssl
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,9 +30,10 @@ from tests.image.multiarch import (
     Build,
     Registry,
     arm64,
-    arm64_command,
+    arm64_container,
     assert_runs_contained,
     build_layout,
+    into_containerd,
 )
 from tests.image.sizes import CLUSTER_MAX_SIZE, MULTIARCH_EXTRA_SIZE_KEYS, WEBHOOK_MAX_SIZE
 from tests.support.images import seed_samples
@@ -44,6 +42,7 @@ from tests.support.kubeapi import objects as k8s
 from tests.support.net import free_port
 from tests.support.pki import make_tls_material
 from tests.support.registry import LocalRegistry, find_registry_binary
+from tests.support.runc import Runner, Running
 from tests.support.tools import system_tool
 
 MAX_SIZE = {"webhook": WEBHOOK_MAX_SIZE, "cluster": CLUSTER_MAX_SIZE}
@@ -70,9 +69,26 @@ def cluster_build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     return build_layout(tmp_path_factory.mktemp("multiarch-cluster") / "out", "--cluster")
 
 
+@pytest.fixture(scope="session")
+def ctr_webhook(webhook_build: Build, runner: Runner) -> str:
+    return into_containerd(runner, webhook_build, "localhost/imagecheck-webhook-multiarch:dev")
+
+
+@pytest.fixture(scope="session")
+def ctr_cluster(cluster_build: Build, runner: Runner) -> str:
+    return into_containerd(runner, cluster_build, "localhost/imagecheck-cluster-multiarch:dev")
+
+
 @pytest.fixture(params=["webhook", "cluster"])
 def variant(request: pytest.FixtureRequest) -> tuple[str, Build]:
     return request.param, request.getfixturevalue(f"{request.param}_build")
+
+
+@pytest.fixture(params=["webhook", "cluster"])
+def ctr_variant(request: pytest.FixtureRequest) -> tuple[str, Build, str]:
+    """A variant's name, build and image in containerd."""
+    name = request.param
+    return name, request.getfixturevalue(f"{name}_build"), request.getfixturevalue(f"ctr_{name}")
 
 
 @pytest.fixture(scope="session")
@@ -113,28 +129,33 @@ def test_size(variant: tuple[str, Build], platform: str, record_property: Any) -
     assert size["compressed"] < size["uncompressed"]
 
 
-def test_arm64_runs_as_65532_on_a_read_only_root(variant: tuple[str, Build]) -> None:
-    assert_runs_contained(variant[1])
+def test_arm64_runs_as_65532_on_a_read_only_root(
+    ctr_variant: tuple[str, Build, str], runner: Runner
+) -> None:
+    assert_runs_contained(runner, ctr_variant[2])
 
 
-def test_arm64_imports_every_extension_module(variant: tuple[str, Build]) -> None:
-    name, build = variant
+def test_arm64_imports_every_extension_module(
+    ctr_variant: tuple[str, Build, str], runner: Runner
+) -> None:
+    name, build, image = ctr_variant
     modules = extension_modules(build.arm64_root)
     assert {m.split(".")[0] for m in modules} >= EXTENSIONS[name]
     imports = [*modules, "lightkube"] if name == "cluster" else modules
     code = "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)\nprint('ok')"
-    done = arm64(build, "-c", code, *imports, entrypoint=["/usr/bin/python3"])
-    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr
+    done = arm64(runner, image, "-c", code, *imports, command=("/usr/bin/python3",))
+    assert (done.code, done.stdout) == (0, "ok\n"), done.stderr
 
 
 # -- the webhook --------------------------------------------------------------------------
 
 
-def _wait_ready(proc: subprocess.Popen[str], client: httpx.Client) -> None:
+def _wait_ready(running: Running, client: httpx.Client) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"serve exited {proc.returncode}:\n{proc.communicate()[1]}")
+        if running.process.poll() is not None:
+            done = running.wait(10)
+            pytest.fail(f"serve exited {done.code}:\n{done.stderr}")
         try:
             if client.get("/readyz").status_code == 200:
                 return
@@ -144,7 +165,7 @@ def _wait_ready(proc: subprocess.Popen[str], client: httpx.Client) -> None:
 
 
 def test_arm64_serve_reviews_over_tls(
-    webhook_build: Build, samples: Registry, tmp_path: Path
+    ctr_webhook: str, runner: Runner, samples: Registry, tmp_path: Path
 ) -> None:
     tls = make_tls_material(tmp_path / "tls")
     for path in (tls.server.cert.parent, tls.server.cert, tls.server.key):
@@ -157,44 +178,33 @@ def test_arm64_serve_reviews_over_tls(
         "--tls-key",
         f"/tls/{tls.server.key.name}",
     ]
-    command = arm64_command(webhook_build, *args, mounts={tls.server.cert.parent: "/tls"})
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    container = arm64_container(ctr_webhook, *args, volumes={"/tls": tls.server.cert.parent})
     context = ssl.create_default_context(cafile=str(tls.ca_file))
     client = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=context, timeout=60)
-    try:
-        _wait_ready(proc, client)
+    with client, runner.started(container) as running:
+        _wait_ready(running, client)
         assert client.get("/healthz").status_code == 200
         assert review(client, samples.ref("sample/app:1.0.0"))["allowed"] is True
         assert review(client, samples.ref("sample/app:9.9.9"))["allowed"] is False
-        os.kill(_pid_1(proc.pid), signal.SIGTERM)  # as a runtime stops a container
-        _, stderr = proc.communicate(timeout=STOP_TIMEOUT)
-    finally:
-        client.close()
-        if proc.poll() is None:
-            proc.kill()  # unshare --kill-child: the container goes with it
-            proc.communicate()
-    assert proc.returncode == 0, stderr
-    assert "Traceback" not in stderr
-
-
-def _pid_1(unshare: int) -> int:
-    """The container's PID 1: the child unshare forked (unshare blocks SIGTERM itself)."""
-    [child] = Path(f"/proc/{unshare}/task/{unshare}/children").read_text().split()
-    return int(child)
+        running.kill("SIGTERM")  # as the kubelet stops a container
+        done = running.wait(STOP_TIMEOUT)
+    assert done.code == 0, done.stderr
+    assert "Traceback" not in done.stderr
 
 
 # -- the cluster image --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("command", ["reap", "audit"])
-def test_arm64_cluster_help(cluster_build: Build, command: str) -> None:
-    done = arm64(cluster_build, command, "--help")
-    assert done.returncode == 0, done.stderr
+def test_arm64_cluster_help(ctr_cluster: str, runner: Runner, command: str) -> None:
+    done = arm64(runner, ctr_cluster, command, "--help")
+    assert done.code == 0, done.stderr
     assert "--kubeconfig" in done.stdout
 
 
 def test_arm64_audit_reads_the_api_over_https(
-    cluster_build: Build,
+    ctr_cluster: str,
+    runner: Runner,
     kube_api: KubeAPI,
     kube_dir: Path,
     samples: Registry,
@@ -202,8 +212,8 @@ def test_arm64_audit_reads_the_api_over_https(
     found, missing = samples.ref("sample/app:1.0.0"), samples.ref("sample/app:9.9.9")
     kube_api.add(k8s.deployment("web", "shop", found), k8s.cronjob("nightly", "ci", missing))
     args = ["audit", "-o", "json", "--kubeconfig", f"{KUBE_DIR}/config"]
-    done = arm64(cluster_build, *args, mounts={kube_dir: KUBE_DIR})
-    assert done.returncode == 1, done.stdout + done.stderr
+    done = arm64(runner, ctr_cluster, *args, volumes={KUBE_DIR: kube_dir})
+    assert done.code == 1, done.output
     statuses = {u["image"]: u["result"]["status"] for u in json.loads(done.stdout)["uses"]}
     assert statuses == {found: "found", missing: "missing"}
     assert kube_api.writes == []

@@ -1,7 +1,8 @@
 """The webhook image (docker/Dockerfile with ``--build-arg EXTRAS=webhook``, built by
-``scripts/image-build.sh --webhook``): ``imagecheck serve`` run by scripts/image-run.sh as a
-runtime would (read-only root, UID 65532, no capabilities, PID 1) answering real
-``AdmissionReview`` requests about images in a real registry.
+``scripts/image-build.sh --webhook``): ``imagecheck serve`` run under containerd + runc
+(tests/support/runc.py: read-only root, UID 65532, no capabilities, seccomp, PID 1) answering
+real ``AdmissionReview`` requests about images in a real registry, stopped as the kubelet stops
+it (SIGTERM).
 
 Same rules as test_image.py (whose helpers and registry fixtures this reuses): the build
 installs its tools; not root, or an install that fails: skip, except under ``CI=true`` where
@@ -11,8 +12,6 @@ that fails.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,23 +19,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.image.images import (
-    BUILDAH_ENV,
-    NONROOT,
-    RUN,
-    Image,
-    Registry,
-    built_image,
-    find_entrypoint,
-    review,
-)
+from tests.image.images import NONROOT, Image, Registry, built_image, into_containerd, review
 from tests.image.sizes import WEBHOOK_MAX_SIZE as MAX_SIZE
 from tests.support.net import free_port
+from tests.support.runc import Container, MiB, Runner, Running
 
 WEBHOOK_IMAGE = os.environ.get("IMAGECHECK_WEBHOOK_IMAGE", "localhost/imagecheck-webhook:dev")
 WEBHOOK_IMAGE_SIZE_KEY = "webhook_image_size_bytes"
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 15.0
+MEMORY_LIMIT = 256 * MiB
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -44,6 +36,11 @@ pytestmark = pytest.mark.timeout(900)
 @pytest.fixture(scope="session")
 def webhook_image() -> Iterator[Image]:
     yield from built_image(WEBHOOK_IMAGE, "--webhook")
+
+
+@pytest.fixture(scope="session")
+def ctr_webhook(webhook_image: Image, runner: Runner) -> str:
+    return into_containerd(runner, webhook_image)
 
 
 # -- what is in the image ---------------------------------------------------------------
@@ -93,12 +90,12 @@ def test_extension_libraries_are_in(webhook_image: Image, library: str) -> None:
 # -- serve against a real registry ------------------------------------------------------
 
 
-def _wait_ready(proc: subprocess.Popen[str], client: httpx.Client) -> None:
+def _wait_ready(running: Running, client: httpx.Client) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            _, stderr = proc.communicate()
-            pytest.fail(f"serve exited {proc.returncode} before it was ready:\n{stderr}")
+        if running.process.poll() is not None:
+            done = running.wait(10)
+            pytest.fail(f"serve exited {done.code} before it was ready:\n{done.stderr}")
         try:
             if client.get("/readyz").status_code == 200:
                 return
@@ -109,20 +106,13 @@ def _wait_ready(proc: subprocess.Popen[str], client: httpx.Client) -> None:
 
 
 def test_serve_reviews_a_job_then_stops_on_sigterm(
-    webhook_image: Image,
-    registry: Registry,
+    ctr_webhook: str, runner: Runner, registry: Registry
 ) -> None:
     port = free_port()
-    proc = subprocess.Popen(
-        [RUN, "--", "serve", "--insecure-http", "--listen", f"127.0.0.1:{port}"],
-        env=os.environ | BUILDAH_ENV | {"IMAGECHECK_IMAGE": WEBHOOK_IMAGE},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    args = ("serve", "--insecure-http", "--listen", f"127.0.0.1:{port}")
     client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, trust_env=False)
-    try:
-        _wait_ready(proc, client)
+    with client, runner.started(Container(ctr_webhook, args, memory_limit=MEMORY_LIMIT)) as running:
+        _wait_ready(running, client)
         assert client.get("/healthz").status_code == 200
 
         found = review(client, registry.ref("sample/app:1.0.0"))
@@ -138,13 +128,9 @@ def test_serve_reviews_a_job_then_stops_on_sigterm(
         assert metrics.status_code == 200
         assert "imagecheck_reviews_total" in metrics.text
 
-        target = find_entrypoint(proc.pid)
-        os.kill(target, signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=STOP_TIMEOUT)
-    finally:
-        client.close()
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, stderr
-    assert "Traceback" not in stderr
+        running.kill("SIGTERM")
+        done = running.wait(STOP_TIMEOUT)
+    assert done.code == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.written == ()
+    assert done.memory_peak < MEMORY_LIMIT

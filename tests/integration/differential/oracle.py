@@ -18,24 +18,20 @@ table in :func:`classify` is the one place that reads them.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from tests.support.clirun import Run, run_cli
+from tests.support.containerd import ContainerdDaemon
 
 # A pull that the kubelet would retry (its image back-off: 10 s, 20 s, ... 5 min) is asked
 # again, at once, this many times in all while the answer is a transient error.
@@ -152,103 +148,9 @@ def _last_line(text: str) -> str:
 
 # -- containerd ------------------------------------------------------------------------------
 
-_CONFIG = """\
-version = 2
-root = "{root}"
-state = "{state}"
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
 
-[grpc]
-  address = "{socket}"
-
-[ttrpc]
-  address = "{socket}.ttrpc"
-
-[debug]
-  address = ""
-
-[metrics]
-  address = ""
-
-[plugins."io.containerd.metadata.v1.bolt"]
-  content_sharing_policy = "isolated"
-"""
-
-
-class Containerd:
-    """A private containerd daemon; a context manager. :meth:`pull` is the kubelet's pull."""
-
-    def __init__(self, workdir: Path, *, containerd: str = "containerd", ctr: str = "ctr") -> None:
-        # A unix socket path is limited to 108 bytes; pytest's tmp paths can be longer.
-        self.workdir = workdir
-        self._sockdir = Path(tempfile.mkdtemp(prefix="ctrd-", dir="/tmp"))
-        self.socket = self._sockdir / "containerd.sock"
-        self.containerd = containerd
-        self.ctr = ctr
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log = workdir / "containerd.log"
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        config = self.workdir / "config.toml"
-        config.write_text(
-            _CONFIG.format(
-                root=self.workdir / "root", state=self._sockdir / "state", socket=self.socket
-            ),
-            encoding="utf-8",
-        )
-        with self._log.open("wb") as log:
-            self._process = subprocess.Popen(
-                [self.containerd, "--config", str(config)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"containerd exited at start: {self.log_tail()}")
-            done = subprocess.run(
-                [self.ctr, "--address", str(self.socket), "version"],
-                capture_output=True,
-                timeout=10,
-                check=False,
-            )
-            if done.returncode == 0:
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"containerd did not start in 30 s: {self.log_tail()}")
-
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
-        # Snapshots may leave mounts behind; none are made (ctr pulls with unpack into the
-        # overlayfs snapshotter, which mounts only when a container starts).
-        shutil.rmtree(self._sockdir, ignore_errors=True)
-
-    def log_tail(self, lines: int = 15) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self._log.read_text(errors="replace").splitlines()[-lines:])
-        return ""
+class Containerd(ContainerdDaemon):
+    """The private daemon (tests/support/containerd.py); :meth:`pull` is the kubelet's pull."""
 
     def pull(self, reference: str, access: Access) -> Answer:
         """``ctr images pull`` as the kubelet's pull: the node's platform, hosts.toml from
