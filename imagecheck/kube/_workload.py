@@ -12,14 +12,16 @@ paths of their own):
   without ``image`` (``ref:`` to a StepAction) and Argo's ``steps`` (lists of lists of
   template calls) have no such item;
 - a mapping with an ``image`` under :data:`CONTAINER_KEYS`: Argo's template ``container`` and
-  ``script``, Tekton's ``stepTemplate``, KServe's ``custom.container``;
+  ``script``, Tekton's ``stepTemplate``, KServe's ``custom.container``, KubeVirt's
+  ``containerDisk`` volumes;
 - any other mapping whose ``image`` is a string beside a container field
   (:data:`CONTAINER_FIELDS`: ``command``, ``env``, ``resources``...): Tekton's StepAction
-  ``spec``, KubeVirt's ``containerDisk``, an operator's ``spec`` with its pod's settings;
+  ``spec``, an operator's ``spec`` with its pod's settings;
 - an image volume's ``image.reference`` (Kubernetes 1.31+), which the kubelet pulls too;
 - and, for the operators whose image field has no container shape at all, a small table by
   API group and kind (:data:`OPERATOR_FIELDS`: Prometheus ``spec.image``, ECK's,
-  Spark's, Strimzi's, CloudNativePG's ``spec.imageName``, Crossplane packages).
+  Spark's, Strimzi's, CloudNativePG's ``spec.imageName``, Crossplane packages, the
+  OpenTelemetry operator's collector and auto-instrumentation images).
 
 An object's pull secrets are every ``imagePullSecrets`` list in it (a pod spec's, Tekton's
 ``podTemplate``, Argo's ``spec``, an operator's ``spec``): what the kubelet gets for the pods
@@ -60,8 +62,9 @@ N = TypeVar("N")
 CONTAINER_LISTS = frozenset(
     {"initContainers", "containers", "ephemeralContainers", "sidecars", "steps"}
 )
-# Keys whose value is one container when it has an image.
-CONTAINER_KEYS = frozenset({"container", "script", "stepTemplate"})
+# Keys whose value is one container when it has an image; KubeVirt's containerDisk volume is
+# an image the virt-launcher pod runs as a container.
+CONTAINER_KEYS = frozenset({"container", "script", "stepTemplate", "containerDisk"})
 # Beside a string ``image``, any of these makes a mapping a container (core/v1 Container's
 # fields, Tekton's Step's ``script`` and ``computeResources``).
 CONTAINER_FIELDS = frozenset(
@@ -132,6 +135,18 @@ OPERATOR_FIELDS: dict[tuple[str, str], tuple[tuple[str, ...], ...]] = {
     ("postgresql.cnpg.io", "ImageCatalog"): (("spec", "images", "image"),),
     ("postgresql.cnpg.io", "ClusterImageCatalog"): (("spec", "images", "image"),),
     ("k8s.mariadb.com", "MariaDB"): (("spec", "image"),),
+    # OpenTelemetry operator: the collector's (and its target allocator's) image, and the
+    # auto-instrumentation images it injects into pods as init containers.
+    ("opentelemetry.io", "OpenTelemetryCollector"): (
+        ("spec", "image"),
+        ("spec", "targetAllocator", "image"),
+    ),
+    ("opentelemetry.io", "OpAMPBridge"): (("spec", "image"),),
+    ("opentelemetry.io", "TargetAllocator"): (("spec", "image"),),
+    ("opentelemetry.io", "Instrumentation"): tuple(
+        ("spec", language, "image")
+        for language in ("java", "nodejs", "python", "dotnet", "go", "apacheHttpd", "nginx")
+    ),
     # Crossplane packages are OCI images the package manager pulls.
     ("pkg.crossplane.io", "Provider"): (("spec", "package"),),
     ("pkg.crossplane.io", "Function"): (("spec", "package"),),

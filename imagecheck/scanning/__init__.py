@@ -3,9 +3,11 @@
 Reads Kubernetes manifests (containers found by shape in any kind, :mod:`imagecheck.kube._workload`;
 ``List`` items), Docker Compose files (``services.<name>.image``), both in YAML or JSON,
 kustomizations (their ``images:`` overrides rendered), Dockerfiles (``FROM``, ``COPY
---from``, ``RUN --mount=from=``, with ``ARG`` defaults substituted), and CI configuration
+--from``, ``RUN --mount=from=``, with ``ARG`` defaults substituted), CI configuration
 (GitHub Actions workflows and actions, GitLab CI, CircleCI, Drone, Woodpecker, Bitbucket
-Pipelines, Azure Pipelines: each occurrence's ``kind`` names the system)::
+Pipelines, Azure Pipelines: each occurrence's ``kind`` names the system), dev environments
+(``devcontainer.json``, Quadlet units) and build tools' files (Skaffold, Tilt, bake), whose
+images are skipped wherever the scan meets them::
 
     report = scan_files(["k8s/", "docker-compose.yml", "Dockerfile"])
     occurrences, problems = scan_paths(["k8s/"])  # the same, without the notes
@@ -35,6 +37,10 @@ and aliases are bounded, and each limit crossed is a :class:`FileProblem` on its
 - ``_charts``: which files are a Helm chart's templates
 - ``_kustfile``, ``_kustomize``: a kustomization read, and rendered over its resources
 - ``_kustmerge``: the rendered images put among the scan's results
+- ``_places``: images in Kubernetes objects outside containers, and those the platform fills
+- ``_builds``: images the build makes, skipped scan-wide; named build contexts; files followed
+- ``_formats``: the formats known by file name: ``_devenv`` (``devcontainer.json`` through
+  ``_jsonc``, Quadlet units), ``_tilt`` (Tiltfiles), ``_bake`` (bake files, through ``_hcl``)
 - ``_paths``: which files, read how (walks, confinement, bounded reads)
 - ``_model``: the values a scan returns, and the template-placeholder rule
 - ``_textscan``: ``scan_text``, one file's text by its format

@@ -13,9 +13,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import PurePath
 from typing import TextIO
 
+from imagecheck.scanning._builds import Fact, Follow, NamedContext, skip_built
 from imagecheck.scanning._charts import ChartTemplates, chart_note
 from imagecheck.scanning._kustfile import KUSTOMIZATION_NAMES
 from imagecheck.scanning._kustmerge import Root, rendered
@@ -25,6 +27,7 @@ from imagecheck.scanning._paths import (
     cwd,
     decode,
     files_named,
+    is_within,
     leaves_cwd,
     read_file,
     read_stream,
@@ -69,6 +72,7 @@ def scan_files(
     templates: dict[str, int] = {}
     notes: list[str | FileNote] = []  # in file order; a chart's directory at its first file
     kustomizations: list[Root] = []  # rendered last: their overlays and bases may come later
+    facts: list[Fact] = []  # named build contexts, files named by others (_builds)
     done = 0
     for entry in listing:
         if isinstance(entry, FileProblem):
@@ -83,15 +87,18 @@ def scan_files(
                 notes.append(directory)
             templates[key] = templates.get(key, 0) + 1
         else:
-            note = _scan_file(file, root, stdin or sys.stdin, report, kustomizations)
+            note = _scan_file(file, root, stdin or sys.stdin, report, kustomizations, facts)
             if note is not None:
                 notes.append(note)
         if progress is not None:
             progress(done, total)
     read = {os.path.realpath(e[0]) for e in listing if not isinstance(e, FileProblem)}
+    _follow(facts, read, report)
     report.occurrences[:], report.problems[:] = rendered(
         kustomizations, report.occurrences, report.problems, read
     )
+    contexts = [fact for fact in facts if isinstance(fact, NamedContext)]
+    report.occurrences[:] = skip_built(report.occurrences, contexts)
     report.notes.extend(
         FileNote(note, chart_note(templates[os.path.abspath(note)]))
         if isinstance(note, str)
@@ -121,7 +128,12 @@ def _listing(paths: Sequence[str]) -> list[tuple[str, str | None] | FileProblem]
 
 
 def _scan_file(
-    file: str, root: str | None, stdin: TextIO, report: ScanReport, kustomizations: list[Root]
+    file: str,
+    root: str | None,
+    stdin: TextIO,
+    report: ScanReport,
+    kustomizations: list[Root],
+    facts: list[Fact],
 ) -> FileNote | None:
     """Read and scan one file into ``report``; its note, if it was not read on purpose. A
     kustomization is also kept in ``kustomizations``, with where its results go."""
@@ -138,7 +150,48 @@ def _scan_file(
         # working directory (`scan overlays/prod/` reads ../../base), as named files may.
         confined_to = cwd() if root is not None and not leaves_cwd(root) else root
         kustomizations.append(Root(name, text, confined_to, *where))
-    found, problems, note = scan_text_noted(text, name, None)
+    before = len(facts)
+    found, problems, note = scan_text_noted(text, name, None, facts)
     report.occurrences.extend(found)
     report.problems.extend(problems)
+    for index in range(before, len(facts)):
+        fact = facts[index]
+        if isinstance(fact, Follow):  # confined as the file that names it
+            facts[index] = replace(fact, root=_confined(file, root))
     return note
+
+
+def _confined(file: str, root: str | None) -> str:
+    """Where a file that ``file`` names may be: inside ``root``, else (``file`` was named on
+    the command line) inside its workspace, the directory that holds ``.devcontainer/``,
+    else ``file``'s own directory."""
+    if root is not None:
+        return root
+    directory = os.path.dirname(os.path.abspath(file))
+    if os.path.basename(directory) == ".devcontainer":
+        return os.path.dirname(directory)
+    return directory
+
+
+def _follow(facts: list[Fact], read: set[str], report: ScanReport) -> None:
+    """Scan the files that scanned files name (a dev container's Dockerfile), each once, and
+    only inside the tree its namer was confined to; the files they name are not followed."""
+    for fact in facts:
+        if not isinstance(fact, Follow) or fact.file == STDIN:
+            continue
+        path, root = fact.path, fact.root
+        key = os.path.realpath(path)
+        if key in read:
+            continue
+        read.add(key)
+        data: bytes | FileProblem = FileProblem(path, None, f"not scanned: outside {root}")
+        if is_within(key, os.path.realpath(root)):
+            data = read_file(path, root)
+        text = decode(data, path) if isinstance(data, bytes) else data
+        if isinstance(text, FileProblem):
+            where = f"{fact.file}:{fact.line}"
+            report.problems.append(replace(text, message=f"{text.message} (named at {where})"))
+            continue
+        found, problems, _ = scan_text_noted(text, path, fact.fmt)
+        report.occurrences.extend(found)
+        report.problems.extend(problems)

@@ -1,8 +1,8 @@
 """Images in Kubernetes manifests and Docker Compose files, read from the YAML node tree.
 
-Kubernetes: every document (and every item of a ``List``) with a ``kind``; its pod spec is
-found by kind, and any other kind with ``spec.template.spec`` (custom resources such as Argo
-Rollouts, Knative Services, OpenShift DeploymentConfigs) is read as a pod template. Compose:
+Kubernetes: every document (and item of a ``List``, object of an OpenShift ``Template``) with a
+``kind``; its containers are found by shape (:mod:`imagecheck.kube._workload`), its other image
+fields by :mod:`._places`. Compose:
 a document without ``kind`` whose ``services`` is a mapping.
 
 Values reached through an alias (``image: *img``, ``- *sidecar``, ``<<: *defaults``) are
@@ -24,6 +24,7 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, replace
 
 from imagecheck.kube._workload import containers
+from imagecheck.scanning._builds import Fact, NamedContext, build_contexts, stripped
 from imagecheck.scanning._model import (
     BUILT_BY_COMPOSE,
     MAX_IMAGE_LENGTH,
@@ -31,6 +32,7 @@ from imagecheck.scanning._model import (
     Occurrence,
     as_checked,
 )
+from imagecheck.scanning._places import filled_by_triggers, places
 from imagecheck.scanning._yamltree import Alias, Mapping, Node, Position, Scalar, Sequence
 
 __all__ = ["MAX_ALIAS_READS", "MAX_MERGE_DEPTH", "AliasBudget", "Found", "images_in_document"]
@@ -46,7 +48,7 @@ _NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _NULL_TAG = "tag:yaml.org,2002:null"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
-Found = tuple[Position, Occurrence | FileProblem]
+Found = tuple[Position, Occurrence | FileProblem | Fact]
 """A result and where its value is written, to sort a file's results by."""
 
 
@@ -126,8 +128,8 @@ def _kubernetes_object(obj: _Value, file: str, *, in_list: bool) -> Iterator[Fou
     kind = _text(_get(obj, "kind"))
     if kind is None:
         return
-    items = _get(obj, "items")
-    if kind.endswith("List") and items is not None and not in_list:
+    items = _get(obj, "objects" if kind == "Template" else "items")  # OpenShift's Template
+    if (kind.endswith("List") or kind == "Template") and items is not None and not in_list:
         for item in _sequence(items):
             if isinstance(item.node, Mapping):
                 yield from _kubernetes_object(item, file, in_list=True)
@@ -135,8 +137,13 @@ def _kubernetes_object(obj: _Value, file: str, *, in_list: bool) -> Iterator[Fou
     metadata = _get(obj, "metadata")
     # A Job made by `kubectl create -f` often has only generateName.
     name = _text(_get(metadata, "name")) or _text(_get(metadata, "generateName"))
+    filled = filled_by_triggers(_TREE, obj)
     for slot in containers(_TREE, obj):
-        yield from _image(slot.image, file, kind, name, slot.container)
+        for at, result in _image(slot.image, file, kind, name, slot.container):
+            yield at, filled(result)
+    for place in places(_TREE, obj):
+        found = _image(place.image, file, place.kind or kind, name, place.container)
+        yield from ((at, place.marked(result)) for at, result in found)
 
 
 def _compose_services(services: _Value, file: str) -> Iterator[Found]:
@@ -145,9 +152,11 @@ def _compose_services(services: _Value, file: str) -> Iterator[Found]:
         if name is None or name == "<<":
             continue
         found = _image(_get(service, "image"), file, "compose", name, name)
-        if _get(service, "build") is None:
+        build = _get(service, "build")
+        if build is None:
             yield from found
             continue
+        yield from _compose_contexts(build, file, name)
         # With build:, image: names what compose builds and tags: not in a registry yet.
         reason = f"{BUILT_BY_COMPOSE} (service {name} has build:)"
         for at, item in found:
@@ -155,6 +164,15 @@ def _compose_services(services: _Value, file: str) -> Iterator[Found]:
                 yield at, replace(item, skipped=reason)
             else:
                 yield at, item
+
+
+def _compose_contexts(build: _Value, file: str, service: str) -> Iterator[Found]:
+    """A compose build's named contexts; a ``docker-image://`` one's image, to check."""
+    for context, value, prefix in build_contexts(_TREE, build):
+        yield value.at, NamedContext(context, file, value.at[0])
+        if prefix:
+            found = _image(value, file, "compose", service, f"additional_contexts.{context}")
+            yield from ((at, stripped(result, prefix)) for at, result in found)
 
 
 def _image(

@@ -16,6 +16,7 @@ from typing import TextIO
 
 from imagecheck._files import read_regular_file, size_text
 from imagecheck.errors import UsageError
+from imagecheck.scanning._formats import named_format
 from imagecheck.scanning._kustfile import KUSTOMIZATION_NAMES
 from imagecheck.scanning._model import FileProblem
 
@@ -44,6 +45,8 @@ _CHUNK = 64 * 1024
 # Found in a directory walk: YAML and JSON files, Dockerfiles, kustomizations.
 _SUFFIXES = (".yaml", ".yml", ".json")
 _SKIPPED_DIRECTORIES = frozenset({"node_modules"})
+# Hidden, but a dev environment: read (devcontainer.json and what it names).
+_DOT_NAMES_READ = frozenset({".devcontainer", ".devcontainer.json"})
 
 
 def is_dockerfile_name(file: str) -> bool:
@@ -116,7 +119,7 @@ def _walk(top: str, problems: list[FileProblem]) -> Iterator[str]:
 
 
 def _skipped(name: str) -> bool:
-    return name.startswith(".") or name in _SKIPPED_DIRECTORIES
+    return (name.startswith(".") and name not in _DOT_NAMES_READ) or name in _SKIPPED_DIRECTORIES
 
 
 class _NotRead(UsageError):
@@ -165,5 +168,8 @@ def decode(data: bytes, file: str) -> str | FileProblem:
 
 def _scanned_in_directories(name: str) -> bool:
     return (
-        name.lower().endswith(_SUFFIXES) or is_dockerfile_name(name) or name in KUSTOMIZATION_NAMES
+        name.lower().endswith(_SUFFIXES)
+        or is_dockerfile_name(name)
+        or name in KUSTOMIZATION_NAMES
+        or named_format(name) is not None  # dev environments, build tools (_formats)
     )

@@ -10,8 +10,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator
 
+from imagecheck.scanning._builds import Fact
 from imagecheck.scanning._ci import ci_format_named, images_in_ci
 from imagecheck.scanning._dockerfile import images_in_dockerfile
+from imagecheck.scanning._formats import BUILD_FORMATS, named_format
 from imagecheck.scanning._json import is_json_name, manifest_text
 from imagecheck.scanning._manifests import AliasBudget, Found, images_in_document
 from imagecheck.scanning._model import FileNote, FileProblem, Occurrence
@@ -20,7 +22,7 @@ from imagecheck.scanning._yamltree import SyntaxProblem, documents
 
 __all__ = ["FORMATS", "MAX_PROBLEMS", "scan_text", "scan_text_noted"]
 
-FORMATS = ("yaml", "json", "dockerfile")
+FORMATS = ("yaml", "json", "dockerfile", *BUILD_FORMATS)
 # After this many, a file's problems are one more line, and the rest of the file is not read:
 # every YAML syntax error re-parses the rest of the file, and the output stays short.
 MAX_PROBLEMS = 100
@@ -44,12 +46,15 @@ def scan_text(
 
 
 def scan_text_noted(
-    text: str, file: str, fmt: str | None
+    text: str, file: str, fmt: str | None, facts: list[Fact] | None = None
 ) -> tuple[list[Occurrence], list[FileProblem], FileNote | None]:
     """:func:`scan_text`, with the note of a text not read on purpose (a ``.json`` file that is
-    not a manifest)."""
+    not a manifest); what the text says about the rest of the scan (named build contexts,
+    files to read) is added to ``facts``."""
     if fmt is None:
-        fmt = "dockerfile" if is_dockerfile_name(file) else "json" if is_json_name(file) else "yaml"
+        fmt = named_format(file) or (
+            "dockerfile" if is_dockerfile_name(file) else "json" if is_json_name(file) else "yaml"
+        )
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     text = text.removeprefix("\ufeff")
@@ -61,12 +66,16 @@ def scan_text_noted(
             return [], [manifest], None
         text, fmt = manifest, "yaml"
     found: Iterable[Found]
-    if fmt == "dockerfile":
+    if fmt in BUILD_FORMATS:
+        found = BUILD_FORMATS[fmt](text, file)
+    elif fmt == "dockerfile":
         found = (((0, 0), result) for result in images_in_dockerfile(text, file))  # in order
     else:
         found = _yaml_results(text, file)
     kept = sorted(_bounded(found, file), key=lambda item: item[0])  # stable: by position
     occurrences, problems = _split([result for _, result in kept])
+    if facts is not None:
+        facts.extend(result for _, result in kept if isinstance(result, Fact))
     return occurrences, problems, None
 
 
@@ -100,7 +109,7 @@ def _bounded(found: Iterable[Found], file: str) -> list[Found]:
 
 
 def _split(
-    results: list[Occurrence | FileProblem],
+    results: list[Occurrence | FileProblem | Fact],
 ) -> tuple[list[Occurrence], list[FileProblem]]:
     occurrences = [result for result in results if isinstance(result, Occurrence)]
     problems = [result for result in results if isinstance(result, FileProblem)]
