@@ -18,6 +18,7 @@ from imagecheck._files import read_regular_file, size_text
 from imagecheck.errors import UsageError
 from imagecheck.scanning._kustfile import KUSTOMIZATION_NAMES
 from imagecheck.scanning._model import FileProblem
+from imagecheck.scanning._walk import walk
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -43,7 +44,6 @@ MAX_STDIN_BYTES = 32 * 1024 * 1024
 _CHUNK = 64 * 1024
 # Found in a directory walk: YAML and JSON files, Dockerfiles, kustomizations.
 _SUFFIXES = (".yaml", ".yml", ".json")
-_SKIPPED_DIRECTORIES = frozenset({"node_modules"})
 
 
 def is_dockerfile_name(file: str) -> bool:
@@ -66,7 +66,7 @@ def files_named(path: str, problems: list[FileProblem]) -> Iterator[tuple[str, s
         if confined_to is not None and not is_within(os.path.realpath(path), confined_to):
             problems.append(FileProblem(path, None, f"not scanned: {_outside(confined_to)}"))
             return
-        yield from ((file, path) for file in _walk(path, problems))
+        yield from ((file, path) for file in walk(path, _scanned_in_directories, problems))
     elif os.path.exists(path):
         # Named files that are neither YAML, JSON nor Dockerfiles hold no images we read: skip them,
         # so that `imagecheck scan $(git diff --name-only)` works on any change.
@@ -95,28 +95,6 @@ def _outside(directory: str) -> str:
 def is_within(path: str, directory: str) -> bool:
     """Whether ``path`` is ``directory`` or under it; both absolute and already resolved."""
     return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
-def _walk(top: str, problems: list[FileProblem]) -> Iterator[str]:
-    def unreadable(exc: OSError) -> None:
-        problems.append(FileProblem(str(exc.filename), None, f"cannot read: {exc.strerror}"))
-
-    found: list[str] = []
-    # Links to directories are listed in `subdirectories` and, without followlinks, not
-    # entered: no link cycle, no tree outside `top`.
-    for directory, subdirectories, files in os.walk(top, onerror=unreadable):
-        subdirectories[:] = [d for d in subdirectories if not _skipped(d)]
-        found.extend(
-            os.path.join(directory, name)
-            for name in files
-            if not _skipped(name) and _scanned_in_directories(name)
-        )
-    # By path components, so that a/b.yaml < a/c/d.yaml < a/e.yaml whatever the separator.
-    yield from sorted(found, key=lambda file: PurePath(file).parts)
-
-
-def _skipped(name: str) -> bool:
-    return name.startswith(".") or name in _SKIPPED_DIRECTORIES
 
 
 class _NotRead(UsageError):

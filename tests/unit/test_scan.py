@@ -506,22 +506,24 @@ def test_a_file_has_at_most_100_problems() -> None:
 # --- which files, in which order ------------------------------------------------------------
 
 
-def test_directory_is_recursive_sorted_and_skips_hidden_and_node_modules() -> None:
+def test_directory_is_recursive_sorted_reads_hidden_files_and_skips_node_modules() -> None:
     tree = fixture("tree")
     occurrences, problems = scan_paths([tree])
     assert [(os.path.relpath(o.file, tree), o.image, o.line) for o in occurrences] == [
+        (".dotfile.yaml", "hidden:1", 5),
+        (os.path.join(".hidden", "x.yaml"), "hidden:1", 5),
         (os.path.join("a", "deploy.yml"), "a:1", 5),
         (os.path.join("a", "sub", "Dockerfile"), "sub:1", 1),
         (os.path.join("a", "z-compose.YAML"), "c:1", 3),
         ("b.yaml", "b:1", 5),
         ("e.yaml", "e:1", 3),
-    ]  # not .hidden/, node_modules/, .dotfile.yaml or notes.txt
+    ]  # not node_modules/ or notes.txt
     assert problems == []
 
 
 def test_directory_paths_start_with_the_path_as_given() -> None:
     occurrences, _ = scan_paths([fixture("tree") + os.sep])
-    assert occurrences[0].file == os.path.join(fixture("tree"), "a", "deploy.yml")
+    assert occurrences[0].file == os.path.join(fixture("tree"), ".dotfile.yaml")
 
 
 def test_hidden_directory_given_explicitly_is_scanned() -> None:
