@@ -253,7 +253,7 @@ def _bracket(pattern: str, index: int) -> tuple[str, int]:
     body = "".join(members)
     if negated:
         return f"[^/{body}]", index + 1
-    return (f"(?!/)[{body}]" if body else "(?!)"), index + 1
+    return f"(?!/)[{body}]", index + 1
 
 
 def _member(pattern: str, index: int) -> tuple[str, int]:
@@ -271,7 +271,8 @@ def _member(pattern: str, index: int) -> tuple[str, int]:
     low, index = _character(pattern, index)
     if pattern.startswith("-", index) and pattern[index + 1 : index + 2] not in ("", "]"):
         high, index = _character(pattern, index + 1)
-        return (f"{re.escape(low)}-{re.escape(high)}" if low <= high else ""), index
+        # wildmatch.c compares the first character on its own too: [c-a] is [c].
+        return (f"{re.escape(low)}-{re.escape(high)}" if low <= high else re.escape(low)), index
     return re.escape(low), index
 
 
