@@ -10,6 +10,7 @@ scan $(git diff --name-only)``) only to one inside the working directory.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import TextIO
@@ -46,12 +47,26 @@ _CHUNK = 64 * 1024
 _SUFFIXES = (".yaml", ".yml", ".json")
 
 
+# Dockerfile, Dockerfile.dev, Dockerfile-dev, Dockerfile_dev, dev.Dockerfile, Containerfile...
+_DOCKERFILE = re.compile(
+    r"(?:dockerfile|containerfile)(?:[._-].+)?|.+\.(?:dockerfile|containerfile)"
+)
+# ...but not the files named after one that are something else: its documentation, its
+# BuildKit ignore file (Dockerfile.dockerignore), a script or data that builds or tests it.
+_NOT_DOCKERFILES = frozenset(
+    {
+        "adoc", "bak", "bzl", "diff", "dockerignore", "go", "html", "js", "json", "lock", "md",
+        "orig", "patch", "py", "rej", "rst", "sh", "swp", "toml", "ts", "txt", "yaml", "yml",
+    }
+)  # fmt: skip
+
+
 def is_dockerfile_name(file: str) -> bool:
     name = PurePath(file).name.lower()
-    return any(
-        name == base or name.startswith(f"{base}.") or name.endswith(f".{base}")
-        for base in ("dockerfile", "containerfile")
-    )
+    if _DOCKERFILE.fullmatch(name) is None:
+        return False
+    _, dot, suffix = name.rpartition(".")
+    return not dot or suffix not in _NOT_DOCKERFILES
 
 
 def files_named(path: str, problems: list[FileProblem]) -> Iterator[tuple[str, str | None]]:

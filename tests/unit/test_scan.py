@@ -99,6 +99,7 @@ FILES: list[tuple[str, str, list[tuple[int, str]], list[tuple[int | None, str]]]
         (22, "redis:7"),
     ], []),
     ("dockerfile-args-stages-continuations", "docker/Dockerfile", [
+        (1, "docker/dockerfile:1"),  # the # syntax= directive: BuildKit's frontend
         (8, "golang:1.22"),
         (19, "python:3.12-slim"),  # ARG default built from another ARG
         (24, "docker.io/library/debian:${RUNTIME_TAG}"),
@@ -106,6 +107,7 @@ FILES: list[tuple[str, str, list[tuple[int, str]], list[tuple[int | None, str]]]
         (26, "$STAGE_ONLY"),  # an ARG after the first FROM is not seen by FROM
     ], [(28, "FROM requires either one or three arguments")]),
     ("dockerfile-copy-from-and-mounts", "docker/sources.Dockerfile", [
+        (1, "docker/dockerfile:1"),
         (4, "golang:1.22"),
         (8, "ghcr.io/example/protos:2.1"),  # the flag's own line in a continued RUN
         (10, "tonistiigi/xx:1.4"),
@@ -679,6 +681,17 @@ FROM_OR_YAML = "FROM alpine:3.20\n"
         ("api.Dockerfile", True),
         ("Containerfile", True),
         ("Containerfile.arm64", True),
+        ("Dockerfile-dev", True),
+        ("Dockerfile_arm64", True),
+        ("Containerfile-ubi9", True),
+        ("dev.containerfile", True),
+        ("Dockerfile.j2", True),
+        ("Dockerfile.md", False),
+        ("Dockerfile.dockerignore", False),
+        ("api.Dockerfile.dockerignore", False),
+        ("dockerfile_test.go", False),
+        ("dockerfile-lint.yml", False),
+        ("mydockerfile", False),
         ("deploy.yaml", False),
         ("Dockerfiles.yaml", False),
         ("<stdin>", False),
