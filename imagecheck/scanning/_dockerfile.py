@@ -3,7 +3,8 @@
 
 https://docs.docker.com/reference/dockerfile/ — what is followed here:
 
-- the ``# escape=`` parser directive (a backtick for Windows Dockerfiles);
+- the ``# escape=`` parser directive (a backtick for Windows Dockerfiles), and the image the
+  ``# syntax=`` directive names (``_dfdirectives``), kind ``dockerfile-syntax``;
 - line continuations, with comment and empty lines inside them dropped;
 - ``FROM [--platform=...] image [AS name]``; a later ``FROM name`` is that stage, not an
   image, and ``scratch`` is no image at all: both are left out silently;
@@ -45,6 +46,7 @@ from imagecheck.scanning._dfargs import (
     csv_fields,
     split_words,
 )
+from imagecheck.scanning._dfdirectives import syntax_directive
 from imagecheck.scanning._model import (
     PLACEHOLDER,
     FileProblem,
@@ -52,7 +54,10 @@ from imagecheck.scanning._model import (
     placeholder_in,
 )
 
-__all__ = ["MAX_NESTING", "MAX_SUBSTITUTED", "MAX_VALUE", "images_in_dockerfile"]
+__all__ = ["MAX_NESTING", "MAX_SUBSTITUTED", "MAX_VALUE", "SYNTAX_KIND", "images_in_dockerfile"]
+
+# The kind of the image a ``# syntax=`` directive names: BuildKit's frontend.
+SYNTAX_KIND = "dockerfile-syntax"
 
 _DIRECTIVE = re.compile(r"#\s*([A-Za-z][A-Za-z0-9]*)\s*=\s*(\S+)\s*")
 _HEREDOC = re.compile(r"(?<!<)<<(?!<)(-?)([\"']?)([A-Za-z0-9_.-]+)\2")
@@ -94,6 +99,9 @@ def images_in_dockerfile(text: str, file: str) -> Iterator[Occurrence | FileProb
     seen_from = False
     # A COPY --from names a stage when any FROM, even a later one, defines it: known at the end.
     found: list[tuple[Occurrence | FileProblem, str | None]] = []
+    syntax = syntax_directive(lines)
+    if syntax is not None:
+        found.append((_syntax(*syntax, file), None))
     for instruction in _instructions(lines, escape):
         if instruction.keyword == "ARG" and not seen_from:
             substitution.declare(instruction.arguments, instruction.line)
@@ -107,6 +115,15 @@ def images_in_dockerfile(text: str, file: str) -> Iterator[Occurrence | FileProb
     for result, source in found:
         if source is None or source.lower() not in stages.names:
             yield result
+
+
+def _syntax(line: int, image: str, file: str) -> Occurrence | FileProblem:
+    if len(image) > MAX_VALUE:
+        return FileProblem(file, line, f"# syntax: longer than {MAX_VALUE} characters")
+    template = placeholder_in(image)
+    # BuildKit substitutes nothing in a directive: a placeholder stays one.
+    skipped = None if template is None else f"{PLACEHOLDER} {template}"
+    return Occurrence(image, file, line, SYNTAX_KIND, None, None, skipped)
 
 
 def _from(

@@ -53,9 +53,9 @@ def scan_files(
 ) -> ScanReport:
     """Scan files, directories (recursively) and ``-`` (``stdin``, else ``sys.stdin``).
 
-    Files come in the order given, a directory's files sorted by path; hidden files and
-    directories (``.git``) and ``node_modules`` are not entered, symbolic links to
-    directories not followed. A file reached twice is scanned once. A path that does not
+    Files come in the order given, a directory's files sorted by path: hidden ones included,
+    ``.git``, ``node_modules`` and what git ignores left out (:mod:`._walk`), symbolic links
+    to directories not followed. A file reached twice is scanned once. A path that does not
     exist, a file that is not a regular file, is too large, is a link out of the directory
     scanned (or, for a relative PATH, out of the working directory), or cannot be read as
     UTF-8 text, is a :class:`FileProblem`; none of these is read. A Helm chart's templates

@@ -10,6 +10,7 @@ scan $(git diff --name-only)``) only to one inside the working directory.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import TextIO
@@ -19,6 +20,7 @@ from imagecheck.errors import UsageError
 from imagecheck.scanning._formats import named_format
 from imagecheck.scanning._kustfile import KUSTOMIZATION_NAMES
 from imagecheck.scanning._model import FileProblem
+from imagecheck.scanning._walk import walk
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -44,17 +46,28 @@ MAX_STDIN_BYTES = 32 * 1024 * 1024
 _CHUNK = 64 * 1024
 # Found in a directory walk: YAML and JSON files, Dockerfiles, kustomizations.
 _SUFFIXES = (".yaml", ".yml", ".json")
-_SKIPPED_DIRECTORIES = frozenset({"node_modules"})
-# Hidden, but a dev environment: read (devcontainer.json and what it names).
-_DOT_NAMES_READ = frozenset({".devcontainer", ".devcontainer.json"})
+
+
+# Dockerfile, Dockerfile.dev, Dockerfile-dev, Dockerfile_dev, dev.Dockerfile, Containerfile...
+_DOCKERFILE = re.compile(
+    r"(?:dockerfile|containerfile)(?:[._-].+)?|.+\.(?:dockerfile|containerfile)"
+)
+# ...but not the files named after one that are something else: its documentation, its
+# BuildKit ignore file (Dockerfile.dockerignore), a script or data that builds or tests it.
+_NOT_DOCKERFILES = frozenset(
+    {
+        "adoc", "bak", "bzl", "diff", "dockerignore", "go", "html", "js", "json", "lock", "md",
+        "orig", "patch", "py", "rej", "rst", "sh", "swp", "toml", "ts", "txt", "yaml", "yml",
+    }
+)  # fmt: skip
 
 
 def is_dockerfile_name(file: str) -> bool:
     name = PurePath(file).name.lower()
-    return any(
-        name == base or name.startswith(f"{base}.") or name.endswith(f".{base}")
-        for base in ("dockerfile", "containerfile")
-    )
+    if _DOCKERFILE.fullmatch(name) is None:
+        return False
+    _, dot, suffix = name.rpartition(".")
+    return not dot or suffix not in _NOT_DOCKERFILES
 
 
 def files_named(path: str, problems: list[FileProblem]) -> Iterator[tuple[str, str | None]]:
@@ -69,7 +82,7 @@ def files_named(path: str, problems: list[FileProblem]) -> Iterator[tuple[str, s
         if confined_to is not None and not is_within(os.path.realpath(path), confined_to):
             problems.append(FileProblem(path, None, f"not scanned: {_outside(confined_to)}"))
             return
-        yield from ((file, path) for file in _walk(path, problems))
+        yield from ((file, path) for file in walk(path, _scanned_in_directories, problems))
     elif os.path.exists(path):
         # Named files that are neither YAML, JSON nor Dockerfiles hold no images we read: skip them,
         # so that `imagecheck scan $(git diff --name-only)` works on any change.
@@ -98,28 +111,6 @@ def _outside(directory: str) -> str:
 def is_within(path: str, directory: str) -> bool:
     """Whether ``path`` is ``directory`` or under it; both absolute and already resolved."""
     return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
-def _walk(top: str, problems: list[FileProblem]) -> Iterator[str]:
-    def unreadable(exc: OSError) -> None:
-        problems.append(FileProblem(str(exc.filename), None, f"cannot read: {exc.strerror}"))
-
-    found: list[str] = []
-    # Links to directories are listed in `subdirectories` and, without followlinks, not
-    # entered: no link cycle, no tree outside `top`.
-    for directory, subdirectories, files in os.walk(top, onerror=unreadable):
-        subdirectories[:] = [d for d in subdirectories if not _skipped(d)]
-        found.extend(
-            os.path.join(directory, name)
-            for name in files
-            if not _skipped(name) and _scanned_in_directories(name)
-        )
-    # By path components, so that a/b.yaml < a/c/d.yaml < a/e.yaml whatever the separator.
-    yield from sorted(found, key=lambda file: PurePath(file).parts)
-
-
-def _skipped(name: str) -> bool:
-    return (name.startswith(".") and name not in _DOT_NAMES_READ) or name in _SKIPPED_DIRECTORIES
 
 
 class _NotRead(UsageError):

@@ -99,6 +99,7 @@ FILES: list[tuple[str, str, list[tuple[int, str]], list[tuple[int | None, str]]]
         (22, "redis:7"),
     ], []),
     ("dockerfile-args-stages-continuations", "docker/Dockerfile", [
+        (1, "docker/dockerfile:1"),  # the # syntax= directive: BuildKit's frontend
         (8, "golang:1.22"),
         (19, "python:3.12-slim"),  # ARG default built from another ARG
         (24, "docker.io/library/debian:${RUNTIME_TAG}"),
@@ -106,6 +107,7 @@ FILES: list[tuple[str, str, list[tuple[int, str]], list[tuple[int | None, str]]]
         (26, "$STAGE_ONLY"),  # an ARG after the first FROM is not seen by FROM
     ], [(28, "FROM requires either one or three arguments")]),
     ("dockerfile-copy-from-and-mounts", "docker/sources.Dockerfile", [
+        (1, "docker/dockerfile:1"),
         (4, "golang:1.22"),
         (8, "ghcr.io/example/protos:2.1"),  # the flag's own line in a continued RUN
         (10, "tonistiigi/xx:1.4"),
@@ -506,22 +508,24 @@ def test_a_file_has_at_most_100_problems() -> None:
 # --- which files, in which order ------------------------------------------------------------
 
 
-def test_directory_is_recursive_sorted_and_skips_hidden_and_node_modules() -> None:
+def test_directory_is_recursive_sorted_reads_hidden_files_and_skips_node_modules() -> None:
     tree = fixture("tree")
     occurrences, problems = scan_paths([tree])
     assert [(os.path.relpath(o.file, tree), o.image, o.line) for o in occurrences] == [
+        (".dotfile.yaml", "hidden:1", 5),
+        (os.path.join(".hidden", "x.yaml"), "hidden:1", 5),
         (os.path.join("a", "deploy.yml"), "a:1", 5),
         (os.path.join("a", "sub", "Dockerfile"), "sub:1", 1),
         (os.path.join("a", "z-compose.YAML"), "c:1", 3),
         ("b.yaml", "b:1", 5),
         ("e.yaml", "e:1", 3),
-    ]  # not .hidden/, node_modules/, .dotfile.yaml or notes.txt
+    ]  # not node_modules/ or notes.txt
     assert problems == []
 
 
 def test_directory_paths_start_with_the_path_as_given() -> None:
     occurrences, _ = scan_paths([fixture("tree") + os.sep])
-    assert occurrences[0].file == os.path.join(fixture("tree"), "a", "deploy.yml")
+    assert occurrences[0].file == os.path.join(fixture("tree"), ".dotfile.yaml")
 
 
 def test_hidden_directory_given_explicitly_is_scanned() -> None:
@@ -677,6 +681,17 @@ FROM_OR_YAML = "FROM alpine:3.20\n"
         ("api.Dockerfile", True),
         ("Containerfile", True),
         ("Containerfile.arm64", True),
+        ("Dockerfile-dev", True),
+        ("Dockerfile_arm64", True),
+        ("Containerfile-ubi9", True),
+        ("dev.containerfile", True),
+        ("Dockerfile.j2", True),
+        ("Dockerfile.md", False),
+        ("Dockerfile.dockerignore", False),
+        ("api.Dockerfile.dockerignore", False),
+        ("dockerfile_test.go", False),
+        ("dockerfile-lint.yml", False),
+        ("mydockerfile", False),
         ("deploy.yaml", False),
         ("Dockerfiles.yaml", False),
         ("<stdin>", False),
