@@ -32,6 +32,7 @@ import pytest
 import yaml
 
 from imagecheck.cli import scan as scan_command
+from imagecheck.scanning._paths import _scanned_in_directories as scanned_in_directories
 from tests.support.tools import system_tool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -235,8 +236,15 @@ def test_pre_commit_hooks_have_the_required_keys() -> None:
         ("services/api.Dockerfile", True),
         ("Containerfile", True),
         ("k8s/Job.YML", True),
+        (".github/workflows/ci.yml", True),
+        (".gitlab-ci.yml", True),
+        (".devcontainer/devcontainer.json", True),
+        ("docker/Dockerfile-dev", True),
+        ("docker-bake.hcl", True),
+        ("Tiltfile", True),
+        ("quadlet/web.container", True),
+        ("overlays/prod/Kustomization", True),
         ("README.md", False),
-        ("Dockerfile-notes.txt", False),
         ("src/app.py", False),
         ("yaml/notes.txt", False),
     ],
@@ -245,6 +253,23 @@ def test_pre_commit_files_regex(path: str, scanned: bool) -> None:
     for hook in load(PRE_COMMIT):
         assert bool(re.search(hook["files"], path)) is scanned
         assert not re.search(hook["exclude"], path)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "a.yaml", "b.yml", "c.json", ".drone.yml", "devcontainer.json", ".devcontainer.json",
+        "Dockerfile", "Dockerfile.prod", "Dockerfile-dev", "Dockerfile_ci", "api.Dockerfile",
+        "Containerfile", "Containerfile.arm64", "web.container", "base.image", "Tiltfile",
+        "docker-bake.hcl", "docker-bake.override.json", "kustomization.yaml", "Kustomization",
+    ],
+)  # fmt: skip
+def test_the_hooks_pass_every_file_a_directory_scan_reads(path: str) -> None:
+    """The filter is a superset of what scan reads in a directory (scan passes over the rest
+    of what it is named), so no file a scan of the tree would read escapes the hook."""
+    assert scanned_in_directories(path), path  # the table holds only names scan reads
+    for hook in load(PRE_COMMIT):
+        assert re.search(hook["files"], path)
 
 
 def test_pre_commit_excludes_helm_templates() -> None:
