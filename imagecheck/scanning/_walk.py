@@ -86,11 +86,20 @@ def walk(top: str, wanted: Callable[[str], bool], problems: list[FileProblem]) -
                     pending.append((entry.path, path + "/", rules))
             elif (
                 wanted(entry.name)
-                and not (entry.is_symlink() and entry.is_dir())  # a link to a directory
+                and not _links_to_directory(entry)
                 and not _ignored(rules, path, False)
             ):
                 found.append(entry.path)
     return sorted(found, key=lambda file: PurePath(file).parts)
+
+
+def _links_to_directory(entry: os.DirEntry[str]) -> bool:
+    """A link to a directory is not entered. A link that cannot be followed (a loop, too many
+    levels) is not one: it is kept, and reading it reports the problem on its own line."""
+    try:
+        return entry.is_symlink() and entry.is_dir()
+    except OSError:
+        return False
 
 
 def _ignored(rules: _Rules, path: str, is_directory: bool) -> bool:

@@ -350,3 +350,14 @@ def test_scan_reads_ci_under_dot_directories_and_not_ignored_trees(tmp_path: Pat
     assert [o.image for o in occurrences] == ["ci:1", "p:1"]
     # A directory named is read, ignored or not.
     assert [o.image for o in scan_paths([str(repo / "out")])[0]] == ["out:1"]
+
+
+def test_a_link_loop_in_a_walk_is_a_problem_on_its_file_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "loop.yaml").symlink_to("loop.yaml")
+    (tmp_path / "a.yml").symlink_to("b.yml")
+    (tmp_path / "b.yml").symlink_to("a.yml")
+    (tmp_path / "ok.yaml").write_text("services: {web: {image: nginx:1}}\n", encoding="utf-8")
+    occurrences, problems = scan_paths([str(tmp_path)])
+    assert [o.image for o in occurrences] == ["nginx:1"]
+    assert sorted(Path(p.file).name for p in problems) == ["a.yml", "b.yml", "loop.yaml"]
+    assert all("symbolic links" in p.message for p in problems)
