@@ -198,6 +198,17 @@ def kubernetes_body(document: Any) -> dict[str, Any] | None:
     return None
 
 
+HOOKS = {hook["id"] for hook in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+
+
+def pre_commit_hooks(document: Any) -> list[str] | None:
+    """The ids of this repository's hooks that a ``.pre-commit-config.yaml`` uses; None for
+    another document."""
+    if not isinstance(document, dict) or set(document) != {"repos"}:
+        return None
+    return [h["id"] for r in document["repos"] if "imagecheck" in r["repo"] for h in r["hooks"]]
+
+
 def is_steps(document: Any) -> bool:
     return isinstance(document, list) and all(isinstance(s, dict) and "uses" in s for s in document)
 
@@ -207,8 +218,11 @@ def test_yaml_blocks_are_valid(block: Block, validator: ModuleType, tmp_path: Pa
     documents = list(yaml.safe_load_all(block.body))
     assert documents, f"{block.label}: empty"
     for document in documents:
-        body = kubernetes_body(document)
-        if body is not None:
+        body, hooks = kubernetes_body(document), pre_commit_hooks(document)
+        if hooks is not None:
+            assert hooks, f"{block.label}: no imagecheck hook"
+            assert set(hooks) <= HOOKS, f"{block.label}: no such hook {set(hooks) - HOOKS}"
+        elif body is not None:
             check_schema(validator, body)
         elif is_steps(document):
             job = {"runs-on": "ubuntu-24.04", "steps": document}
