@@ -10,6 +10,9 @@ what ``imagecheck`` exports (the Python guide's example also runs, against the r
 tests/integration/test_library.py); a ``make`` excerpt is the Makefile's own text. ``text``
 is output and claims nothing; a block without a language is refused, so nothing slips by
 unclassified.
+
+The ``console`` sessions of ``imagecheck check`` are also run against the real registry, and
+must print what they show: tests/integration/test_docs_console.py.
 """
 
 from __future__ import annotations
