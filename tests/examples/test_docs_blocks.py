@@ -54,6 +54,15 @@ class Block:
         return f"{self.page.relative_to(ROOT)}:{self.line}"
 
 
+SNIPPET = re.compile(r'^--8<-- "([^"]+)"$', re.MULTILINE)
+
+
+def included(body: str) -> str:
+    """The block as the site shows it: a ``--8<-- "path"`` line (pymdownx.snippets) is the
+    file of the repository it names."""
+    return SNIPPET.sub(lambda m: (ROOT / m.group(1)).read_text(encoding="utf-8"), body)
+
+
 def blocks() -> list[Block]:
     found = []
     for page in PAGES:
@@ -61,7 +70,7 @@ def blocks() -> list[Block]:
         for m in FENCE.finditer(text):
             line = text.count("\n", 0, m.start()) + 1
             body = re.sub(rf"^{m.group(1)}", "", m.group(3), flags=re.MULTILINE)
-            found.append(Block(page, line, m.group(2).strip(), body))
+            found.append(Block(page, line, m.group(2).strip(), included(body)))
     return found
 
 
