@@ -61,7 +61,7 @@ class CheckResult:
                 object.__setattr__(self, name, sys.intern(text))
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape documented in the README (stable field names)."""
+        """The JSON shape the CLI guide documents (stable field names)."""
         return {
             "image": self.image,
             "reference": str(self.reference) if self.reference else None,

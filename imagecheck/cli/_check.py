@@ -32,7 +32,7 @@ MAX_IMAGE_FILE = 64 * 1024 * 1024
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="Output format (json: an array in input order, see README).",
+    help="Output format (json: an array in input order, one object per image).",
 )
 @click.option(
     "--from-file",

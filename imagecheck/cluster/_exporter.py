@@ -6,7 +6,8 @@ flant/) exports, per (namespace, container, image, kind, name), one gauge per ou
 ``k8s_image_availability_exporter_<outcome>``: 1 for the outcome of the last check, 0 for the
 others. Its alerts (``k8s_image_availability_exporter_available{kind="deployment"} == 0``)
 and dashboards read those names and labels, so these are the same; where imagecheck's answers
-map onto its outcomes loosely, the README ("imagecheck audit --serve") says how and why.
+map onto its outcomes loosely, the reap and audit guide (docs/guides/reap-audit.md) says how
+and why.
 
 The series are built at each scrape from the last good audit's snapshot (a custom collector,
 as the exporter's own Go collector is): a workload or image gone at the next audit is gone

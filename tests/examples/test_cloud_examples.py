@@ -8,10 +8,10 @@ fail-fast settings, the hardened initContainer, its args against the main image)
 * Its ServiceAccount is defined beside it and carries what makes the pod that cloud's identity:
   the IRSA role annotation, none for EKS Pod Identity (IRSA would win), the GKE Google service
   account annotation, the AKS client ID annotation with the pod label.
-* The IAM policies are IAM policy documents (grammar, no duplicate keys), grant what README
-  says imagecheck needs on the repositories the examples check, and the IRSA trust policy names
-  the example's ServiceAccount; every policy a comment names exists.
-* README and examples/README.md link every file here.
+* The IAM policies are IAM policy documents (grammar, no duplicate keys), grant what the
+  credentials page says imagecheck needs on the repositories the examples check, and the IRSA
+  trust policy names the example's ServiceAccount; every policy a comment names exists.
+* The credentials page (docs/credentials.md) and examples/README.md link every file here.
 """
 
 from __future__ import annotations
@@ -253,10 +253,17 @@ def test_the_pod_identity_trust_policy_trusts_eks_pod_identity() -> None:
 # --- Where users find them ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("readme", [REPO / "README.md", EXAMPLES / "README.md"],
-                         ids=["README.md", "examples/README.md"])  # fmt: skip
-def test_the_readmes_link_every_cloud_example(readme: Path) -> None:
-    links = set(re.findall(r"\]\(([^)#\s]+)\)", readme.read_text(encoding="utf-8")))
-    linked = {(readme.parent / link).resolve() for link in links}
+# The docs site links a file of the repository by its address on GitHub.
+SOURCE = re.compile(r"https://github\.com/imagecheck/imagecheck/(?:blob|tree)/main/")
+
+
+@pytest.mark.parametrize("page", [REPO / "docs" / "credentials.md", EXAMPLES / "README.md"],
+                         ids=["docs/credentials.md", "examples/README.md"])  # fmt: skip
+def test_the_docs_link_every_cloud_example(page: Path) -> None:
+    links = set(re.findall(r"\]\(([^)#\s]+)\)", page.read_text(encoding="utf-8")))
+    linked = {
+        (REPO / SOURCE.sub("", link) if SOURCE.match(link) else page.parent / link).resolve()
+        for link in links
+    }
     for path in sorted(CLOUD.iterdir()):
-        assert path.resolve() in linked, f"{readme.name} does not link {path.name}"
+        assert path.resolve() in linked, f"{page.name} does not link {path.name}"

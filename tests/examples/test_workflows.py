@@ -121,7 +121,7 @@ def test_the_release_publishes_the_three_images() -> None:
 def test_examples_and_readmes_name_the_images_the_release_publishes() -> None:
     """Every ghcr.io/imagecheck image a user is told to run is one the release pushes, and
     each pushed image is named somewhere a user reads."""
-    texts = [ROOT / "README.md", ROOT / "docker" / "README.md"]
+    texts = [ROOT / "README.md", ROOT / "docker" / "README.md", *(ROOT / "docs").rglob("*.md")]
     texts += sorted(p for p in (ROOT / "examples").rglob("*") if p.is_file())
     named = {ref for path in texts for ref in _PUBLISHED_REF.findall(path.read_text())}
     assert named == set(_release_images().values())

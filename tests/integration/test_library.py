@@ -1,4 +1,4 @@
-"""``imagecheck.check()`` against the real registry: the README's "Use from Python" example as
+"""``imagecheck.check()`` against the real registry: the Python guide's example as
 it is written, the command's credential sources, and the command's exit codes."""
 
 from __future__ import annotations
@@ -22,17 +22,16 @@ from tests.support.endpoint import RegistryEndpoint
 # Over the fast paths and over stock httpx (conftest.fastpath_mode).
 pytestmark = pytest.mark.usefixtures("fastpath_mode")
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "python.md"
 # What the example names, and what the test registry holds in its place.
 EXAMPLE_REPOSITORY = "registry.example.com/team/train"
 SAMPLE_REPOSITORY = "sample/app"
 PRIVATE = "private/secret:1.0"
 
 
-def readme_example() -> tuple[str, str]:
-    """The "Use from Python" section's code, and the output it shows."""
-    section = README.read_text(encoding="utf-8").split("\n## Use from Python\n", 1)[1]
-    section = section.split("\n## ", 1)[0]
+def guide_example() -> tuple[str, str]:
+    """The Python guide's first example, and the output it shows."""
+    section = GUIDE.read_text(encoding="utf-8").split("\n## ", 1)[0]
     [code] = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     [output] = re.findall(r"```text\n(.*?)```", section, re.DOTALL)
     return code, output
@@ -51,29 +50,29 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return home
 
 
-def test_the_readme_example_runs_as_written(
+def test_the_guide_example_runs_as_written(
     registry_plain: RegistryEndpoint, isolated: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, shown = readme_example()
+    code, shown = guide_example()
     repository = registry_plain.ref(SAMPLE_REPOSITORY)
     assert EXAMPLE_REPOSITORY in code
     namespace: dict[str, Any] = {}
-    exec(compile(code.replace(EXAMPLE_REPOSITORY, repository), "README.md", "exec"), namespace)
-    [readme_digest] = re.findall(r"sha256:[0-9a-f]{64}", shown)
+    exec(compile(code.replace(EXAMPLE_REPOSITORY, repository), "python.md", "exec"), namespace)
+    [guide_digest] = re.findall(r"sha256:[0-9a-f]{64}", shown)
     expected = shown.replace(EXAMPLE_REPOSITORY, repository)
-    expected = expected.replace(readme_digest, registry_plain.images["sample/app:1.0.0"].digest)
+    expected = expected.replace(guide_digest, registry_plain.images["sample/app:1.0.0"].digest)
     assert capsys.readouterr().out == expected
     assert namespace["code"] == 1
 
 
-def test_the_readme_example_refuses_an_invalid_reference_in_one_line(
+def test_the_guide_example_refuses_an_invalid_reference_in_one_line(
     registry_plain: RegistryEndpoint, isolated: Path
 ) -> None:
-    code, _ = readme_example()
+    code, _ = guide_example()
     code = code.replace(f"{EXAMPLE_REPOSITORY}:1.0.1", "Team/Train:1.0.1")
     code = code.replace(EXAMPLE_REPOSITORY, registry_plain.ref(SAMPLE_REPOSITORY))
     with pytest.raises(SystemExit, match=r"^imagecheck: invalid reference 'Team/Train:1.0.1': "):
-        exec(compile(code, "README.md", "exec"), {})
+        exec(compile(code, "python.md", "exec"), {})
 
 
 # -- the same exit code as the command, for the same images -------------------------------

@@ -197,6 +197,8 @@ def test_wheel_metadata_has_classifiers_and_project_urls(wheel: Wheel) -> None:
     assert "Programming Language :: Python :: 3.11" in classifiers
     assert "Typing :: Typed" in classifiers  # py.typed ships (test_wheel_is_typed)
     urls = dict(u.split(", ", 1) for u in wheel.metadata.get_all("Project-URL") or [])
-    assert set(urls) >= {"Homepage", "Source", "Issues", "Changelog"}
+    assert set(urls) >= {"Homepage", "Source", "Issues", "Changelog", "Documentation"}
+    # The documentation site is the repository's GitHub Pages (.github/workflows/docs.yml).
+    assert urls.pop("Documentation") == "https://imagecheck.github.io/imagecheck/"
     assert all(u.startswith("https://github.com/imagecheck/imagecheck") for u in urls.values())
     assert wheel.metadata["License-Expression"] == "Apache-2.0"

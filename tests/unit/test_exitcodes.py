@@ -73,7 +73,7 @@ def test_run_exit_codes(
 
 
 def test_the_readme_table_lists_every_code() -> None:
-    section = README.read_text(encoding="utf-8").split("\n### Exit codes\n", 1)[1]
+    section = README.read_text(encoding="utf-8").split("\n## Exit codes\n", 1)[1]
     table = section.strip().split("\n\n", 1)[0]
     rows = re.findall(r"^\| ([0-9][0-9 /]*) \|", table, re.MULTILINE)
     assert {int(code) for row in rows for code in row.split("/")} == set(ExitCode)
