@@ -1,0 +1,78 @@
+"""MkDocs hooks (mkdocs.yml ``hooks:``): the parts of the site written from their one source when
+it is built, so that no page copies a fact that can drift.
+
+- ``<!-- diagram: NAME -->`` on a line of its own: ``docs/diagrams/NAME.dot`` drawn by graphviz's
+  ``dot`` (scripts/system-deps.sh installs it) into an inline SVG, whose text a reader can
+  select and search; no picture is kept in git.
+- ``<!-- exit-codes -->``: the exit-code table, from ``imagecheck.exitcodes`` (the codes, their
+  meanings, the precedence), the table ``--help`` prints too.
+
+A marker that names no diagram, or a ``dot`` that fails, fails the build (a ``PluginError``):
+a page never ships with a hole where its picture was.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from mkdocs.exceptions import PluginError
+
+from imagecheck.exitcodes import ERROR_CODES, MEANINGS, RESULT_PRECEDENCE, ExitCode
+
+ROOT = Path(__file__).resolve().parents[1]
+DIAGRAMS = ROOT / "docs" / "diagrams"
+DIAGRAM_MARKER = re.compile(r"^<!-- diagram: ([a-z0-9-]+) -->$", re.MULTILINE)
+EXIT_CODES_MARKER = "<!-- exit-codes -->"
+DOT_TIMEOUT = 60.0
+
+
+def draw(name: str) -> str:
+    """Diagram ``name`` as an inline ``<figure>`` holding dot's SVG (no blank line in it, so
+    Markdown passes it through as one HTML block)."""
+    source = DIAGRAMS / f"{name}.dot"
+    if not source.is_file():
+        raise PluginError(f"no diagram {name!r}: {source} does not exist")
+    dot = shutil.which("dot")
+    if dot is None:
+        raise PluginError("graphviz's dot is not installed (scripts/system-deps.sh installs it)")
+    done = subprocess.run(
+        [dot, "-Tsvg", str(source)], capture_output=True, text=True, check=False,
+        timeout=DOT_TIMEOUT,
+    )  # fmt: skip
+    if done.returncode != 0 or "<svg" not in done.stdout:
+        raise PluginError(f"dot could not draw {source}: {done.stderr.strip()}")
+    svg = done.stdout[done.stdout.index("<svg") :]
+    # Scale down to the column, never up past the size dot drew it at.
+    svg = re.sub(
+        r'<svg width="([\d.]+)pt" height="[\d.]+pt"',
+        r'<svg role="img" style="width:100%;max-width:\1pt;height:auto"',
+        svg,
+        count=1,
+    )
+    body = "\n".join(line for line in svg.splitlines() if line.strip())
+    return f'<figure class="diagram" id="diagram-{name}">\n{body}\n</figure>'
+
+
+def exit_code_table() -> str:
+    """The exit codes as a Markdown table, then which wins when several apply."""
+    rows = ["| code | name | meaning |", "|---|---|---|"]
+    rows += [f"| {code:d} | `{code.name}` | {MEANINGS[code]} |" for code in ExitCode]
+    order = ", then ".join(f"{code:d} ({status.value})" for status, code in RESULT_PRECEDENCE)
+    errors = "; ".join(f"`{kind.__name__}` exits {code:d}" for kind, code in ERROR_CODES)
+    return "\n".join(
+        [
+            *rows,
+            "",
+            f"When the images of one run end differently, the first of {order} decides. "
+            f"A run that an error stopped before any answer: {errors}.",
+        ]
+    )
+
+
+def on_page_markdown(markdown: str, **_: Any) -> str:
+    markdown = DIAGRAM_MARKER.sub(lambda m: draw(m.group(1)), markdown)
+    return markdown.replace(EXIT_CODES_MARKER, exit_code_table())
