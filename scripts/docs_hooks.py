@@ -13,6 +13,7 @@ a page never ships with a hole where its picture was.
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import subprocess
@@ -28,6 +29,11 @@ DIAGRAMS = ROOT / "docs" / "diagrams"
 DIAGRAM_MARKER = re.compile(r"^<!-- diagram: ([a-z0-9-]+) -->$", re.MULTILINE)
 EXIT_CODES_MARKER = "<!-- exit-codes -->"
 DOT_TIMEOUT = 60.0
+
+
+def _description(source: Path) -> str:
+    first = source.read_text(encoding="utf-8").splitlines()[:1]
+    return first[0].removeprefix("//").strip() if first and first[0].startswith("//") else ""
 
 
 def draw(name: str) -> str:
@@ -46,10 +52,14 @@ def draw(name: str) -> str:
     if done.returncode != 0 or "<svg" not in done.stdout:
         raise PluginError(f"dot could not draw {source}: {done.stderr.strip()}")
     svg = done.stdout[done.stdout.index("<svg") :]
-    # Scale down to the column, never up past the size dot drew it at.
+    # dot's <title>s name its ids (cluster_ci, job->scan): tooltips and search hits of no use.
+    svg = re.sub(r"<title>[^<]*</title>|<!--.*?-->", "", svg, flags=re.DOTALL)
+    # Scale down to the column, never up past the size dot drew it at; the .dot's first
+    # comment line is what a screen reader says.
+    label = html.escape(_description(source), quote=True)
     svg = re.sub(
         r'<svg width="([\d.]+)pt" height="[\d.]+pt"',
-        r'<svg role="img" style="width:100%;max-width:\1pt;height:auto"',
+        rf'<svg role="img" aria-label="{label}" style="width:\1pt;max-width:100%;height:auto"',
         svg,
         count=1,
     )
