@@ -6,6 +6,9 @@ it is built, so that no page copies a fact that can drift.
   select and search; no picture is kept in git.
 - ``<!-- exit-codes -->``: the exit-code table, from ``imagecheck.exitcodes`` (the codes, their
   meanings, the precedence), the table ``--help`` prints too.
+- ``<!-- status: NAME -->`` and ``<!-- error: CLASS -->`` (troubleshooting.md): a result
+  status's exit code and meaning; an error class's exit code, whether it is retried, and its
+  docstring's first paragraph. tests/docs holds the page to every status and public error.
 
 A marker that names no diagram, or a ``dot`` that fails, fails the build (a ``PluginError``):
 a page never ships with a hole where its picture was.
@@ -14,20 +17,29 @@ a page never ships with a hole where its picture was.
 from __future__ import annotations
 
 import html
+import importlib
+import inspect
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from mkdocs.exceptions import PluginError
 
-from imagecheck.exitcodes import ERROR_CODES, MEANINGS, RESULT_PRECEDENCE, ExitCode
+from imagecheck.errors import ImagecheckError, RegistryError
+from imagecheck.exitcodes import ERROR_CODES, MEANINGS, RESULT_PRECEDENCE, ExitCode, exit_code
+from imagecheck.result import CheckResult, Status
 
 ROOT = Path(__file__).resolve().parents[1]
 DIAGRAMS = ROOT / "docs" / "diagrams"
 DIAGRAM_MARKER = re.compile(r"^<!-- diagram: ([a-z0-9-]+) -->$", re.MULTILINE)
 EXIT_CODES_MARKER = "<!-- exit-codes -->"
+STATUS_MARKER = re.compile(r"^<!-- status: ([a-z]+) -->$", re.MULTILINE)
+ERROR_MARKER = re.compile(r"^<!-- error: ([A-Za-z]+) -->$", re.MULTILINE)
+# The modules whose errors a user can meet (importable without any extra).
+ERROR_MODULES = ("imagecheck.errors", "imagecheck.kube._incluster", "imagecheck.cluster._model")
 DOT_TIMEOUT = 60.0
 
 
@@ -83,6 +95,52 @@ def exit_code_table() -> str:
     )
 
 
+def _subclasses(cls: type[ImagecheckError]) -> Iterator[type[ImagecheckError]]:
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def public_errors() -> dict[str, type[ImagecheckError]]:
+    """Every error class a user can meet, by name (the private ones never leave the code)."""
+    for module in ERROR_MODULES:
+        importlib.import_module(module)
+    found: list[type[ImagecheckError]] = [ImagecheckError, *_subclasses(ImagecheckError)]
+    return {cls.__name__: cls for cls in found if not cls.__name__.startswith("_")}
+
+
+def _plain(docstring: str | None) -> str:
+    """A docstring's first paragraph as Markdown: ``x`` and :class:`~a.B` become `x`, `B`."""
+    first = inspect.cleandoc(docstring or "").split("\n\n")[0]
+    text = re.sub(r":[a-z]+:`~?(?:[\w.]+\.)?([\w]+)`", r"`\1`", " ".join(first.split()))
+    return text.replace("``", "`")
+
+
+def error_facts(name: str) -> str:
+    cls = public_errors().get(name)
+    if cls is None:
+        raise PluginError(f"no public error class {name!r} in {', '.join(ERROR_MODULES)}")
+    code = next(code for kind, code in ERROR_CODES if issubclass(cls, kind))
+    retried = ""
+    if issubclass(cls, RegistryError):
+        takes = "temporary" in inspect.signature(cls.__init__).parameters
+        retried = " · retried when temporary" if takes else (
+            " · retried" if cls.temporary else " · not retried"
+        )  # fmt: skip
+    return f"**Exit {code:d}**{retried} · {_plain(cls.__doc__)}"
+
+
+def status_facts(value: str) -> str:
+    try:
+        status = Status(value)
+    except ValueError:
+        raise PluginError(f"no result status {value!r}") from None
+    code = exit_code([CheckResult(value, None, status)])
+    return f"**Exit {code:d}**: {MEANINGS[code]}."
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     markdown = DIAGRAM_MARKER.sub(lambda m: draw(m.group(1)), markdown)
+    markdown = STATUS_MARKER.sub(lambda m: status_facts(m.group(1)), markdown)
+    markdown = ERROR_MARKER.sub(lambda m: error_facts(m.group(1)), markdown)
     return markdown.replace(EXIT_CODES_MARKER, exit_code_table())
