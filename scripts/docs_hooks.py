@@ -9,6 +9,9 @@ it is built, so that no page copies a fact that can drift.
 - ``<!-- status: NAME -->`` and ``<!-- error: CLASS -->`` (troubleshooting.md): a result
   status's exit code and meaning; an error class's exit code, whether it is retried, and its
   docstring's first paragraph. tests/docs holds the page to every status and public error.
+- In the generated Python reference, the docstrings' Sphinx roles (:class:`~imagecheck.X`,
+  :func:`check`) become links to the name's entry where it has one (mkdocs-autorefs resolves
+  them), and code where it has none.
 
 A marker that names no diagram, or a ``dot`` that fails, fails the build (a ``PluginError``):
 a page never ships with a hole where its picture was.
@@ -37,6 +40,7 @@ DIAGRAMS = ROOT / "docs" / "diagrams"
 DIAGRAM_MARKER = re.compile(r"^<!-- diagram: ([a-z0-9-]+) -->$", re.MULTILINE)
 EXIT_CODES_MARKER = "<!-- exit-codes -->"
 STATUS_MARKER = re.compile(r"^<!-- status: ([a-z]+) -->$", re.MULTILINE)
+ROLE = re.compile(r":(?:class|func|meth|attr|data|exc|mod):<code>(~?)([\w.]+)</code>")
 ERROR_MARKER = re.compile(r"^<!-- error: ([A-Za-z]+) -->$", re.MULTILINE)
 # The modules whose errors a user can meet (importable without any extra).
 ERROR_MODULES = ("imagecheck.errors", "imagecheck.kube._incluster", "imagecheck.cluster._model")
@@ -137,6 +141,22 @@ def status_facts(value: str) -> str:
         raise PluginError(f"no result status {value!r}") from None
     code = exit_code([CheckResult(value, None, status)])
     return f"**Exit {code:d}**: {MEANINGS[code]}."
+
+
+def _linked(match: re.Match[str]) -> str:
+    """A role as an optional cross-reference to the package's face (``imagecheck.X``), where
+    the reference documents the public names: ``imagecheck.errors.UsageError`` and
+    ``UsageError`` are both ``imagecheck.UsageError``, ``Status.MISSING`` its member."""
+    short, path = match.group(1) == "~", match.group(2)
+    parts = path.split(".")
+    start = next((i for i, part in enumerate(parts) if part[:1].isupper()), len(parts) - 1)
+    identifier = "imagecheck." + ".".join(parts[start:])
+    shown = parts[-1] if short else path
+    return f'<autoref identifier="{identifier}" optional><code>{shown}</code></autoref>'
+
+
+def on_page_content(html: str, **_: Any) -> str:
+    return ROLE.sub(_linked, html)
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:

@@ -5,10 +5,12 @@ nothing loaded from another host; the diagram is drawn; search finds ``ImagePull
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import click
 import pytest
 from playwright.sync_api import (
     BrowserContext,
@@ -19,6 +21,8 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
+import imagecheck
+from imagecheck.cli import cli as main_group
 from tests.support.docsite import CHROMIUM_FLAGS, build, copy_sources, pages, serve
 from tests.support.tools import system_tool
 
@@ -105,6 +109,18 @@ def _open(context: BrowserContext, url: str, trouble: Trouble) -> Page:
 def test_strict_build_passes(site: Path) -> None:
     assert (site / "index.html").is_file()
     assert (site / "search" / "search_index.json").is_file()
+
+
+def test_the_references_are_generated_complete(site: Path) -> None:
+    """Every public name of ``import imagecheck`` has its entry, with its docstring's roles
+    turned into links; every command has its section in the CLI reference."""
+    python = (site / "reference" / "python" / "index.html").read_text()
+    for name in (n for n in imagecheck.__all__ if not n.startswith("__")):
+        assert f'id="imagecheck.{name}"' in python, f"{name} is not in the Python reference"
+    assert re.search(r":(class|func|attr|data|meth):<code>", python) is None
+    cli = (site / "reference" / "cli" / "index.html").read_text()
+    for command in main_group.list_commands(click.Context(main_group)):
+        assert f'id="imagecheck-{command}"' in cli, f"{command} is not in the CLI reference"
 
 
 def test_every_page_loads_cleanly(site: Path, base_url: str, browser: BrowserContext) -> None:
