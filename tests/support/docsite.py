@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
 import shutil
 import subprocess
 import sys
@@ -42,8 +43,7 @@ def build(out: Path, config: Path = CONFIG) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(out)],
         capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False,
-        env={"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-             "NO_MKDOCS_2_WARNING": "1", "HOME": str(out.parent)},
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},  # Material's notice, not a warning
     )  # fmt: skip
 
 
