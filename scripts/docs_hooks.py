@@ -13,8 +13,8 @@ it is built, so that no page copies a fact that can drift.
   :func:`check`) become links to the name's entry where it has one (mkdocs-autorefs resolves
   them), and code where it has none.
 
-A marker that names no diagram, or a ``dot`` that fails, fails the build (a ``PluginError``):
-a page never ships with a hole where its picture was.
+A marker that names no diagram, no status or no error class, or a ``dot`` that fails, fails
+the build (a ``PluginError``): a page never ships with a hole where its picture was.
 """
 
 from __future__ import annotations
