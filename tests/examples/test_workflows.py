@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,27 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_release_pipeline_has_its_workflows() -> None:
-    assert {p.name for p in WORKFLOWS} >= {"ci.yml", "release.yml"}
+    assert {p.name for p in WORKFLOWS} >= {"ci.yml", "release.yml", "docs.yml"}
+
+
+def _workflow(name: str) -> dict[Any, Any]:
+    loaded: dict[Any, Any] = yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text())
+    return loaded
+
+
+def test_the_docs_are_published_on_each_release_as_the_tests_build_them() -> None:
+    """docs.yml runs on the tags release.yml runs on (YAML reads ``on:`` as True), installs
+    the ``docs`` extra the test extra includes, and builds in strict mode from mkdocs.yml."""
+    docs, release = _workflow("docs.yml"), _workflow("release.yml")
+    assert docs[True]["push"]["tags"] == release[True]["push"]["tags"]
+    script = "\n".join(step.get("run", "") for step in docs["jobs"]["build"]["steps"])
+    assert "'.[docs]'" in script
+    assert "mkdocs build --strict" in script
+    assert "graphviz" in script
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        extras = tomllib.load(file)["project"]["optional-dependencies"]
+    assert "imagecheck[docs]" in extras["test"]
+    assert extras["docs"]
 
 
 @pytest.mark.parametrize("path", LINTED, ids=lambda p: p.name)
