@@ -101,4 +101,6 @@ def _described(
             message = f"{message}; also asked: {'; '.join(others)}"
     elif others:
         message = f"{message} (mirrors: {'; '.join(others)})"
+    if message is result.message and result.registry == endpoint.host:
+        return result  # the plain route's one host: nothing to add (no copy per check)
     return replace(result, message=message, registry=endpoint.host)
