@@ -97,6 +97,15 @@ def answer_get_with(proxy: FaultProxy, answer: Respond) -> None:
     proxy.on("GET", MANIFESTS, answer)
 
 
+def journalled(proxy: FaultProxy, path: str) -> list[int | None]:
+    """The statuses of ``path``'s exchanges, once the last is journalled: the proxy journals
+    an answer's status after sending it, and the client may have read it and exited first."""
+    deadline = time.monotonic() + 5
+    while proxy.exchanges(path=path)[-1].status is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return [e.status for e in proxy.exchanges(path=path)]
+
+
 # -- transient answers are retried ---------------------------------------------------------
 
 
@@ -114,12 +123,7 @@ def test_503s_then_success_is_found(
     assert result["status"] == "found"
     assert result["digest"] == registry_plain.images[APP].digest
     assert proxy.count(path=MANIFESTS) == failures + 1
-    # The proxy journals an answer's status once it has sent it; the client may have read it
-    # and exited first.
-    deadline = time.monotonic() + 5
-    while proxy.exchanges(path=MANIFESTS)[-1].status is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert [e.status for e in proxy.exchanges(path=MANIFESTS)] == [503] * failures + [200]
+    assert journalled(proxy, MANIFESTS) == [503] * failures + [200]
     assert proxy.count(path=PING) == 1
 
 
@@ -447,7 +451,7 @@ def test_404_after_503_storm_is_missing(proxy: FaultProxy, tmp_path: Path) -> No
 
     assert timed.code == 1, timed.run.stdout
     assert timed.only()["status"] == "missing"
-    assert [e.status for e in proxy.exchanges(path=MANIFESTS)] == [503, 503, 503, 404]
+    assert journalled(proxy, MANIFESTS) == [503, 503, 503, 404]
 
 
 @pytest.mark.parametrize(
