@@ -242,7 +242,7 @@ def test_slow_but_timely_answer_is_found(
 
     assert timed.code == 0, timed.run.stdout
     assert timed.only()["digest"] == registry_plain.images[APP].digest
-    assert [e.status for e in proxy.exchanges(path=MANIFESTS)] == [200]
+    assert journalled(proxy, MANIFESTS) == [200]
 
 
 RESETS = {
